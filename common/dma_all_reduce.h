@@ -1,0 +1,81 @@
+// DmaAllReduce: the user API of the copy-engine ring all-reduce (DESIGN.md section 4).
+//
+// One object serves W ranks of one Device. Each call enqueues the plan on every rank's
+// streams and returns without waiting; results are ordered on each rank's compute stream.
+#ifndef DMALAB_COMMON_DMA_ALL_REDUCE_H_
+#define DMALAB_COMMON_DMA_ALL_REDUCE_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/device.h"
+#include "common/faults.h"
+#include "common/ring_plan.h"
+#include "common/tensor.h"
+#include "common/wire.h"
+
+namespace dmalab {
+
+struct DmaAllReduceOptions {
+  uint64_t max_bytes = 64ull << 20;  // largest tensor, in bytes; sizes the scratch areas
+  uint64_t min_bytes = 1;            // smallest tensor, in bytes
+  WireMode wire = WireMode::kNative;
+  int pieces = 2;
+  FaultSet faults;  // injected bugs; empty by default
+};
+
+class DmaAllReduce {
+ public:
+  // Allocates and zeroes each rank's slab (flags, counters, scratch) and creates the streams
+  // and events. Fails on bad options.
+  static absl::StatusOr<std::unique_ptr<DmaAllReduce>> Create(Device* device,
+                                                              const DmaAllReduceOptions& options);
+  ~DmaAllReduce();
+  DmaAllReduce(const DmaAllReduce&) = delete;
+  DmaAllReduce& operator=(const DmaAllReduce&) = delete;
+
+  // Default form: returns, per rank, a fresh output allocated from the device (the caller owns
+  // it and frees it with Device::Free). inputs[r] lives on rank r.
+  absl::StatusOr<std::vector<TensorView>> AllReduce(absl::Span<const TensorView> inputs);
+  // Explicit form: writes into caller-owned outs; outs[r] == inputs[r] is in place.
+  absl::Status AllReduce(absl::Span<const TensorView> inputs, absl::Span<const TensorView> outs);
+
+  // The plan a call with these inputs would run (validated as a call is).
+  absl::StatusOr<RingPlan> PlanFor(const TensorView& input) const;
+
+  const DmaAllReduceOptions& options() const { return options_; }
+  Device* device() const { return device_; }
+  // Number of calls enqueued so far.
+  int64_t calls() const { return calls_; }
+
+ private:
+  DmaAllReduce(Device* device, const DmaAllReduceOptions& options);
+  absl::Status Init();
+  absl::Status ValidateInputs(absl::Span<const TensorView> inputs) const;
+  absl::Status Run(const RingPlan& plan, absl::Span<const TensorView> inputs,
+                   absl::Span<const TensorView> outs);
+  absl::StatusOr<const RingPlan*> CachedPlan(const TensorView& input);
+
+  Device* device_;
+  DmaAllReduceOptions options_;
+  int world_;
+  struct RankState {
+    MemRef slab;
+    std::vector<MemRef> staging;
+    StreamId streams[kNumPlanStreams] = {};
+    std::vector<EventId> events;
+    MemRef workspace;  // persistent-output fault only
+  };
+  std::vector<RankState> ranks_;
+  std::map<std::pair<int64_t, DType>, RingPlan> plans_;
+  int64_t calls_ = 0;
+};
+
+}  // namespace dmalab
+
+#endif  // DMALAB_COMMON_DMA_ALL_REDUCE_H_

@@ -1,0 +1,56 @@
+#include "common/faults.h"
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace dmalab {
+
+std::string_view FaultName(Fault f) {
+  switch (f) {
+    case Fault::kPersistentOutput:
+      return "persistent-output";
+    case Fault::kDropCopyWait:
+      return "drop-copy-wait";
+    case Fault::kSkipEndHandshake:
+      return "skip-end-handshake";
+  }
+  return "?";
+}
+
+const std::vector<Fault>& AllFaults() {
+  static const std::vector<Fault> kAll = {Fault::kPersistentOutput, Fault::kDropCopyWait,
+                                          Fault::kSkipEndHandshake};
+  return kAll;
+}
+
+absl::StatusOr<FaultSet> FaultSet::Parse(std::string_view names) {
+  FaultSet set;
+  if (names.empty() || names == "none") return set;
+  for (std::string_view name : absl::StrSplit(names, ',')) {
+    bool found = false;
+    for (Fault f : AllFaults()) {
+      if (name == FaultName(f)) {
+        set.Add(f);
+        found = true;
+      }
+    }
+    if (!found) {
+      std::vector<std::string> allowed;
+      for (Fault f : AllFaults()) allowed.emplace_back(FaultName(f));
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "inject: fault '%s' is not known; allowed: %s", name, absl::StrJoin(allowed, ", ")));
+    }
+  }
+  return set;
+}
+
+std::string FaultSet::ToString() const {
+  std::vector<std::string> names;
+  for (Fault f : AllFaults()) {
+    if (Has(f)) names.emplace_back(FaultName(f));
+  }
+  return names.empty() ? "none" : absl::StrJoin(names, ",");
+}
+
+}  // namespace dmalab

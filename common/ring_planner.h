@@ -1,0 +1,42 @@
+// RingPlanner: a pure function from (world, elems, dtype, pieces, wire mode, max_bytes) to a
+// RingPlan (DESIGN.md section 3).
+#ifndef DMALAB_COMMON_RING_PLANNER_H_
+#define DMALAB_COMMON_RING_PLANNER_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "common/faults.h"
+#include "common/ring_plan.h"
+
+namespace dmalab {
+
+inline constexpr int kMinWorld = 2;
+inline constexpr int kMaxWorld = 16;
+inline constexpr int kMaxPieces = 8;
+// Pieces smaller than this are not worth overlapping: the plan falls back to one piece.
+inline constexpr uint64_t kMinPieceBytes = 512 * 1024;
+
+struct RingPlanRequest {
+  int world = 4;
+  int64_t elems = 0;
+  DType dtype = DType::kBF16;
+  int pieces = 2;
+  WireMode wire = WireMode::kNative;
+  uint64_t max_bytes = 0;  // sizes the scratch areas; at least the tensor's bytes
+  FaultSet faults;         // kDropCopyWait and kSkipEndHandshake change the plan
+};
+
+// Effective pieces for a chunk of `chunk_bytes`: `requested`, or 1 when a piece would be under
+// kMinPieceBytes.
+int EffectivePieces(int requested, uint64_t chunk_bytes);
+
+// Scratch area size for `max_bytes` over `world` ranks: max_bytes / world rounded up to 256 B.
+uint64_t ScratchAreaBytes(uint64_t max_bytes, int world);
+
+// Makes the plan, or says which argument breaks which rule.
+absl::StatusOr<RingPlan> PlanRing(const RingPlanRequest& request);
+
+}  // namespace dmalab
+
+#endif  // DMALAB_COMMON_RING_PLANNER_H_
