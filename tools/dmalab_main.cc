@@ -177,7 +177,8 @@ int RunDemo() {
                 std::string(DTypeName(*dtype)).c_str(), plan.pieces,
                 static_cast<long long>(wrong), differing->empty() ? "true" : "false", findings,
                 ms);
-    failed |= wrong > 0 || !differing->empty() || findings > 0;
+    // Compressed wires round by design: their wrong count is information, not a failure.
+    failed |= (*wire == WireMode::kNative && wrong > 0) || !differing->empty() || findings > 0;
     for (int r = 0; r < world; ++r) {
       if (!faults->Has(Fault::kPersistentOutput)) (void)dev.Free((*outs)[r].mem);
       (void)dev.Free(inputs[r].mem);
