@@ -166,7 +166,7 @@ CudaDevice::~CudaDevice() {
   for (Stream& s : streams_) {
     cudaSetDevice(gpus_[s.gpu].ordinal);
     cudaEventDestroy(s.join_event);
-    cudaStreamDestroy(s.stream);
+    if (s.owns_stream) cudaStreamDestroy(s.stream);
   }
   if (fork_event_ != nullptr) cudaEventDestroy(fork_event_);
   for (Rank& r : ranks_) r.allocator.reset();
@@ -274,80 +274,6 @@ absl::Status CudaDevice::Free(const MemRef& allocation) {
   }
   rank.live.erase(it);
   return rank.allocator->Free(allocation.addr);
-}
-
-absl::StatusOr<StreamId> CudaDevice::NewStream(int rank, StreamKind kind, std::string_view name) {
-  Stream s;
-  s.rank = rank;
-  s.gpu = ranks_[rank].gpu;
-  s.kind = kind;
-  s.name = std::string(name);
-  DMALAB_HW_RETURN_IF_ERROR(UseGpu(s.gpu));
-  DMALAB_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking),
-                              "create stream '%s' on rank %d", name, rank);
-  const cudaError_t e = cudaEventCreateWithFlags(&s.join_event, cudaEventDisableTiming);
-  if (e != cudaSuccess) {
-    cudaStreamDestroy(s.stream);
-    return CudaStatus(e, "cudaEventCreateWithFlags",
-                      absl::StrFormat("create join event of stream '%s' on rank %d", name, rank));
-  }
-  streams_.push_back(std::move(s));
-  return static_cast<StreamId>(streams_.size() - 1);
-}
-
-absl::StatusOr<StreamId> CudaDevice::CreateStream(int rank, StreamKind kind,
-                                                  std::string_view name) {
-  DMALAB_HW_RETURN_IF_ERROR(CheckRank(rank, "create stream"));
-  DMALAB_HW_RETURN_IF_ERROR(
-      RefuseDuringCapture(absl::StrFormat("create stream '%s' on rank %d", name, rank)));
-  return NewStream(rank, kind, name);
-}
-
-absl::StatusOr<EventId> CudaDevice::CreateEvent(int rank) {
-  DMALAB_HW_RETURN_IF_ERROR(CheckRank(rank, "create event"));
-  Event e;
-  e.rank = rank;
-  e.gpu = ranks_[rank].gpu;
-  DMALAB_HW_RETURN_IF_ERROR(UseGpu(e.gpu));
-  DMALAB_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&e.event, cudaEventDisableTiming),
-                              "create event on rank %d", rank);
-  events_.push_back(e);
-  return static_cast<EventId>(events_.size() - 1);
-}
-
-absl::Status CudaDevice::RecordEvent(EventId event, StreamId stream) {
-  absl::StatusOr<const Stream*> s = GetStream(stream, "record event");
-  if (!s.ok()) return s.status();
-  if (event < 0 || event >= static_cast<EventId>(events_.size())) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("record event: event %d does not exist", event));
-  }
-  const Event& e = events_[event];
-  if (e.gpu != (*s)->gpu) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "record event: event %d (rank %d, GPU %d) and stream '%s' (rank %d, GPU %d) must be on "
-        "one GPU",
-        event, e.rank, gpus_[e.gpu].ordinal, (*s)->name, (*s)->rank, gpus_[(*s)->gpu].ordinal));
-  }
-  DMALAB_HW_RETURN_IF_ERROR(UseGpu(e.gpu));
-  DMALAB_CUDA_RETURN_IF_ERROR(cudaEventRecord(e.event, (*s)->stream),
-                              "record event %d on rank %d stream '%s'", event, (*s)->rank,
-                              (*s)->name);
-  return absl::OkStatus();
-}
-
-absl::Status CudaDevice::WaitEvent(StreamId stream, EventId event) {
-  absl::StatusOr<const Stream*> s = GetStream(stream, "wait event");
-  if (!s.ok()) return s.status();
-  if (event < 0 || event >= static_cast<EventId>(events_.size())) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("wait event: event %d does not exist", event));
-  }
-  DMALAB_HW_RETURN_IF_ERROR(UseGpu((*s)->gpu));
-  DMALAB_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent((*s)->stream, events_[event].event, 0),
-                              "rank %d stream '%s' wait for event %d of rank %d", (*s)->rank,
-                              (*s)->name, event, events_[event].rank);
-  return absl::OkStatus();
 }
 
 absl::Status CudaDevice::Copy(StreamId stream, const MemRef& dst, const MemRef& src,

@@ -54,7 +54,13 @@ class CudaDevice : public Device {
   absl::Status Free(const MemRef& allocation) override;
 
   StreamId ComputeStream(int rank) override { return ranks_[rank].compute_stream; }
-  // A cudaStreamNonBlocking stream on the rank's GPU. Refused during Capture.
+  // A stream on the rank's GPU (cudaStreamNonBlocking). Refused during Capture. Each rank has
+  // at most 2 CUDA streams of kind kCopy and 1 each of kFlag and kCompute (besides its compute
+  // stream); further requests get a new StreamId that shares one of those CUDA streams
+  // round-robin (the (n+cap)-th request shares with the n-th). Sharing only adds ordering, so
+  // it is always correct; it keeps W <= 8 virtual ranks (32 streams) within the GPU's 32
+  // hardware queues, where a spinning WaitFlag kernel can never sit in a queue ahead of the
+  // signal it waits for.
   absl::StatusOr<StreamId> CreateStream(int rank, StreamKind kind, std::string_view name) override;
   // A cudaEventDisableTiming event on the rank's GPU.
   absl::StatusOr<EventId> CreateEvent(int rank) override;
@@ -113,13 +119,18 @@ class CudaDevice : public Device {
     std::unique_ptr<CachingAllocator> allocator;
     std::map<uint64_t, LiveAllocation> live;  // by address
     StreamId compute_stream = 0;
+    // Per StreamKind: CreateStream calls so far, and the streams that own a CUDA stream.
+    int streams_requested[3] = {};
+    std::vector<StreamId> owned_streams[3];
   };
+  static constexpr int kCudaStreamsPerKind[3] = {1, 2, 1};  // kCompute, kCopy, kFlag
   struct Stream {
     int rank = 0;
     int gpu = 0;
     StreamKind kind = StreamKind::kCompute;
     std::string name;
     cudaStream_t stream = nullptr;
+    bool owns_stream = true;
     cudaEvent_t join_event = nullptr;  // joins the stream back into a capture or replay
   };
   struct Event {
@@ -131,7 +142,9 @@ class CudaDevice : public Device {
   explicit CudaDevice(const CudaDeviceOptions& options) : options_(options) {}
   absl::Status Init(int world, int gpus);
   absl::Status EnablePeerAccess();
-  absl::StatusOr<StreamId> NewStream(int rank, StreamKind kind, std::string_view name);
+  // A new StreamId backed by a fresh CUDA stream, or by `shared` when given.
+  absl::StatusOr<StreamId> NewStream(int rank, StreamKind kind, std::string_view name,
+                                     cudaStream_t shared = nullptr);
   // Makes the GPU (index into gpus_) current for this thread.
   absl::Status UseGpu(int gpu);
   absl::Status CheckRank(int rank, std::string_view what) const;

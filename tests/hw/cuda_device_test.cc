@@ -49,6 +49,24 @@ TEST(CudaDeviceTest, RanksSpreadEvenlyOverGpus) {
   EXPECT_EQ(device->gpu_of_rank(3), 1);
 }
 
+TEST(CudaDeviceTest, StreamsBeyondTheRankCapShareCudaStreamsRoundRobin) {
+  DMALAB_CUDA_DEVICE_OR_SKIP(device, 2, 1);
+  const StreamId send = *device->CreateStream(0, StreamKind::kCopy, "send");
+  const StreamId place = *device->CreateStream(0, StreamKind::kCopy, "place");
+  const StreamId flag = *device->CreateStream(0, StreamKind::kFlag, "flag");
+  EXPECT_NE(device->cuda_stream(send), device->cuda_stream(place));
+  // A second channel on rank 0 shares the first one's CUDA streams, kind by kind.
+  EXPECT_EQ(device->cuda_stream(*device->CreateStream(0, StreamKind::kCopy, "send 2")),
+            device->cuda_stream(send));
+  EXPECT_EQ(device->cuda_stream(*device->CreateStream(0, StreamKind::kCopy, "place 2")),
+            device->cuda_stream(place));
+  EXPECT_EQ(device->cuda_stream(*device->CreateStream(0, StreamKind::kFlag, "flag 2")),
+            device->cuda_stream(flag));
+  // Other ranks have their own.
+  EXPECT_NE(device->cuda_stream(*device->CreateStream(1, StreamKind::kFlag, "flag")),
+            device->cuda_stream(flag));
+}
+
 TEST(CudaDeviceTest, WriteThenReadRoundTrips) {
   DMALAB_CUDA_DEVICE_OR_SKIP(device, 1, 1);
   absl::StatusOr<MemRef> m = device->Allocate(0, 1000, "buf");
