@@ -32,7 +32,12 @@ kernels::ElementType ElementTypeOf(DType dtype) {
 // blocks whatever is queued behind it, possibly the very signal it waits for. Virtual ranks
 // put many streams on one GPU, so ask for the most queues (32; the default is 8). Read when a
 // CUDA context is created: effective only if no context exists yet in this process.
-void RequestMostHardwareQueues() { setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", /*replace=*/0); }
+// Both take effect only before the process first initializes CUDA; PreloadKernels covers the
+// module loading when they come too late.
+void RequestMostHardwareQueues() {
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", /*replace=*/0);
+  setenv("CUDA_MODULE_LOADING", "EAGER", /*replace=*/0);
+}
 
 }  // namespace
 
@@ -94,6 +99,11 @@ absl::Status CudaDevice::Init(int world, int gpus) {
     ordinals.push_back(g);
   }
   DMALAB_HW_RETURN_IF_ERROR(EnablePeerAccess());
+  for (const int ordinal : ordinals) {
+    DMALAB_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal), "cuda device: GPU %d", ordinal);
+    DMALAB_CUDA_RETURN_IF_ERROR(kernels::PreloadKernels(), "cuda device: load kernels on GPU %d",
+                                ordinal);
+  }
   absl::StatusOr<std::unique_ptr<WaitFailureLog>> log = WaitFailureLog::Create(ordinals);
   if (!log.ok()) return log.status();
   wait_log_ = *std::move(log);

@@ -237,4 +237,22 @@ cudaError_t LaunchWaitFlag(cudaStream_t stream, const WaitFlagArgs& args) {
   return cudaGetLastError();
 }
 
+cudaError_t PreloadKernels() {
+  // With lazy module loading (the default since CUDA 12), the first launch of a kernel loads
+  // it, which can wait for the device to go idle: behind a spinning flag wait that never
+  // happens, and the signal that would end the wait never launches. Load every kernel up front.
+  cudaFuncAttributes attr;
+  const void* kernels[] = {
+      reinterpret_cast<const void*>(&ReduceKernel<BF16Elements>),
+      reinterpret_cast<const void*>(&ReduceKernel<FP16Elements>),
+      reinterpret_cast<const void*>(&ReduceKernel<FP32Elements>),
+      reinterpret_cast<const void*>(&SignalFlagKernel),
+      reinterpret_cast<const void*>(&WaitFlagKernel),
+  };
+  for (const void* k : kernels) {
+    if (cudaError_t e = cudaFuncGetAttributes(&attr, k); e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
 }  // namespace dmalab::kernels

@@ -29,6 +29,10 @@ cudaError_t LaunchReduce(cudaStream_t stream, ElementType type, const ReduceArgs
                          int max_blocks);
 
 // c = ++*counter; then a system-scope release store of c to *peer_flag (any GPU's memory).
+// Loads every kernel on the current GPU now, so no launch has to load a module while a flag
+// wait spins (lazy loading could then deadlock).
+cudaError_t PreloadKernels();
+
 cudaError_t LaunchSignalFlag(cudaStream_t stream, uint64_t* counter, uint64_t* peer_flag);
 
 // Why a wait kernel gave up.

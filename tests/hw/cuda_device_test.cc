@@ -143,9 +143,9 @@ TEST(CudaDeviceTest, StaleViewOfAReusedBlockIsRefused) {
 TEST(CudaDeviceTest, OutOfBoundsViewIsRefused) {
   DMALAB_CUDA_DEVICE_OR_SKIP(device, 1, 1);
   MemRef a = *device->Allocate(0, 1000, "a");
-  MemRef b = *device->Allocate(0, 2000, "b");
-  const absl::Status s =
-      device->Copy(device->ComputeStream(0), a.Slice(0, 2000) /*too long*/, b, "oob");
+  MemRef b = *device->Allocate(0, 8192, "b");
+  const absl::Status s = device->Copy(device->ComputeStream(0), a.Slice(0, 2000) /*too long*/,
+                                      b.Slice(4096, 2000), "oob");
   EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
   EXPECT_NE(s.message().find("not inside a live allocation"), std::string::npos) << s;
 }
