@@ -70,7 +70,8 @@ class CudaDevice : public Device {
 
   absl::Status Copy(StreamId stream, const MemRef& dst, const MemRef& src,
                     std::string_view label) override;
-  // Plain dtypes only for now: block codecs return Unimplemented. At most 16 terms.
+  // At most 16 terms. Block-coded operands (bf16 only) run the block-codec kernel, where a term
+  // that overlaps dst must be dst itself with dst's codec.
   absl::Status Reduce(StreamId stream, DType dtype, const Operand& dst,
                       absl::Span<const Operand> terms, int64_t elems,
                       std::string_view label) override;
@@ -163,6 +164,11 @@ class CudaDevice : public Device {
   absl::Status CheckLive(const MemRef& mem, const OperandName& name) const;
   absl::Status CheckFlagWord(const MemRef& mem, const OperandName& name) const;
   absl::Status RefuseDuringCapture(std::string_view what) const;
+  // Reduce with at least one block-coded operand; the arguments are validated and the stream's
+  // GPU is current.
+  absl::Status ReduceBlockCoded(const Stream& stream, const Operand& dst,
+                                absl::Span<const Operand> terms, int64_t elems,
+                                std::string_view label);
 
   CudaDeviceOptions options_;
   std::vector<Gpu> gpus_;
