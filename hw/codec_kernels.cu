@@ -50,8 +50,8 @@ cudaError_t LaunchBlockReduce(cudaStream_t stream, const BlockReduceArgs& args, 
     aligned = aligned && IsAligned(args.terms[t], args.term_codecs[t]);
   }
   const int64_t blocks = args.elems / cr::kBlockElems;
-  const int64_t ctas = std::clamp<int64_t>((blocks + kWarpsPerCta - 1) / kWarpsPerCta, 1,
-                                           std::max(max_blocks, 1));
+  const int64_t ctas =
+      std::clamp<int64_t>((blocks + kWarpsPerCta - 1) / kWarpsPerCta, 1, std::max(max_blocks, 1));
   const unsigned grid = static_cast<unsigned>(ctas);
   if (aligned) {
     BlockReduceKernel<true><<<grid, kBlockReduceThreads, 0, stream>>>(args);

@@ -8,8 +8,10 @@
 //      on the GPU; order-free, so deterministic).
 //   3. StoreLane: encode the lane's sums into dst with the block's scale (the same division in
 //      every lane) and, in lane 0, store the scale.
-// Every term is read in step 1, before any lane writes in step 3, so dst may alias a term of
-// its codec exactly (in place).
+// In place (dst is a term, same codec, same bytes): a lane writes only the value bytes it read
+// itself in step 1, and lane 0 writes a block-coded dst's scale only after step 2, which needs
+// every lane's sums and hence every lane's read of the old scale. Partial overlaps are refused
+// by CudaDevice.
 #ifndef DMALAB_HW_CODEC_REDUCE_H_
 #define DMALAB_HW_CODEC_REDUCE_H_
 
@@ -157,8 +159,8 @@ DMALAB_HD void LoadLaneSums(const kernels::BlockReduceArgs& a, int64_t block, in
                        lane, sums);
   for (int t = 1; t < a.num_terms; ++t) {
     float term[kValuesPerLane];
-    DecodeLane<kAligned>(static_cast<const uint8_t*>(a.terms[t]), a.term_codecs[t], a.elems,
-                         block, lane, term);
+    DecodeLane<kAligned>(static_cast<const uint8_t*>(a.terms[t]), a.term_codecs[t], a.elems, block,
+                         lane, term);
     for (int j = 0; j < kValuesPerLane; ++j) sums[j] = em::HostOrderAdd(sums[j], term[j]);
   }
 }

@@ -1,6 +1,6 @@
 // The CUDA kernels of CudaDevice and their launchers: the element-wise Reduce, the block-codec
-// Reduce and the one-thread flag kernels. Plain C++ declarations (no absl), so that both nvcc and the host compiler read
-// them; CudaDevice turns the returned cudaError_t into a Status.
+// Reduce and the one-thread flag kernels. Plain C++ declarations (no absl), so that both nvcc and
+// the host compiler read them; CudaDevice turns the returned cudaError_t into a Status.
 #ifndef DMALAB_HW_KERNELS_H_
 #define DMALAB_HW_KERNELS_H_
 

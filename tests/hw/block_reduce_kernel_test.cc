@@ -59,8 +59,8 @@ std::vector<Case> HopCases(Codec b) {
 // compares dst's bytes (values and scales) with ReduceHost's.
 void CheckOnGpu(CudaDevice& device, std::mt19937_64& rng, const Case& c, InputKind kind,
                 int64_t elems, uint64_t offset) {
-  const std::string what = absl::StrFormat("%s, %s, %d elems, offset %d", c.name,
-                                           InputKindName(kind), elems, offset);
+  const std::string what =
+      absl::StrFormat("%s, %s, %d elems, offset %d", c.name, InputKindName(kind), elems, offset);
   std::vector<Bytes> terms;
   for (Codec codec : c.terms) terms.push_back(RandomOperand(rng, codec, kind, elems));
   const uint64_t dst_bytes = EncodedBytes(c.dst, DType::kBF16, elems);

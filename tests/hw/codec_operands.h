@@ -58,7 +58,8 @@ inline uint16_t EdgeBlockValue(std::mt19937_64& rng, int kind, int64_t i) {
     case 5:
       return rng() % 3 == 0 ? sign : static_cast<uint16_t>(sign | (0x3c00 + rng() % 0x600));
     default:
-      return first ? static_cast<uint16_t>(sign | 0x4000) : static_cast<uint16_t>(sign | (rng() % 4));
+      return first ? static_cast<uint16_t>(sign | 0x4000)
+                   : static_cast<uint16_t>(sign | (rng() % 4));
   }
 }
 

@@ -1,8 +1,6 @@
 // The block-codec Reduce kernel's lane steps (hw/codec_reduce.h), run on the host lane by lane
 // as the kernel runs them on a warp, against ReduceHost bit for bit: every mix of plain and
 // block-coded terms and dst, random and edge inputs, in place. Runs without a GPU.
-#include "hw/codec_reduce.h"
-
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -11,6 +9,7 @@
 #include "common/codec.h"
 #include "common/reduce_host.h"
 #include "gtest/gtest.h"
+#include "hw/codec_reduce.h"
 #include "tests/hw/codec_operands.h"
 
 namespace dmalab {
@@ -47,7 +46,8 @@ void EmulatedBlockReduce(const kernels::BlockReduceArgs& a) {
       cr::LoadLaneSums<false>(a, b, lane, sums[lane]);
       amax = cm::MaxBits(amax, cr::LaneAmaxBits(sums[lane]));
     }
-    for (int lane = 0; lane < cr::kLanes; ++lane) cr::StoreLane<false>(a, b, lane, sums[lane], amax);
+    for (int lane = 0; lane < cr::kLanes; ++lane)
+      cr::StoreLane<false>(a, b, lane, sums[lane], amax);
   }
 }
 
@@ -93,18 +93,18 @@ TEST(CodecReduceEmulationTest, EveryShapeOfRingAndA2AHopEqualsHostReduce) {
   const Codec kI8 = Codec::kInt8Block, kE4 = Codec::kE4M3Block, kPl = Codec::kPlain;
   std::vector<Case> cases;
   for (Codec b : {kI8, kE4}) {
-    cases.push_back({b, {kPl}, false});              // quantize
-    cases.push_back({kPl, {b}, false});              // dequantize
-    cases.push_back({b, {b, kPl}, false});           // ring hop
-    cases.push_back({b, {kPl, b}, false});           // ring hop, other order
-    cases.push_back({kPl, {b, kPl}, false});         // last hop
-    cases.push_back({kPl, {b, b, b, kPl}, false});   // a2a
-    cases.push_back({b, {b, kPl}, true});            // ring hop in place
-    cases.push_back({kPl, {kPl, b, b}, true});       // last hop in place
-    cases.push_back({b, {b}, true});                 // requantize in place
-    cases.push_back({b, {b}, false});                // requantize
+    cases.push_back({b, {kPl}, false});             // quantize
+    cases.push_back({kPl, {b}, false});             // dequantize
+    cases.push_back({b, {b, kPl}, false});          // ring hop
+    cases.push_back({b, {kPl, b}, false});          // ring hop, other order
+    cases.push_back({kPl, {b, kPl}, false});        // last hop
+    cases.push_back({kPl, {b, b, b, kPl}, false});  // a2a
+    cases.push_back({b, {b, kPl}, true});           // ring hop in place
+    cases.push_back({kPl, {kPl, b, b}, true});      // last hop in place
+    cases.push_back({b, {b}, true});                // requantize in place
+    cases.push_back({b, {b}, false});               // requantize
   }
-  cases.push_back({kI8, {kE4, kPl, kI8}, false});    // mixed codecs
+  cases.push_back({kI8, {kE4, kPl, kI8}, false});  // mixed codecs
   cases.push_back({kE4, {kI8, kE4, kPl}, false});
   for (const Case& c : cases) {
     for (InputKind kind : kInputKinds) {
