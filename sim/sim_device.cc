@@ -14,6 +14,27 @@ constexpr int kHostTimeline = 0;
 
 }  // namespace
 
+// Timing: the model sees each op's host enqueue time and, once executed, what it waited for.
+TimedOp::Kind SimDevice::TimedKind(OpKind kind) {
+  switch (kind) {
+    case OpKind::kCopy:
+      return TimedOp::Kind::kCopy;
+    case OpKind::kReduce:
+      return TimedOp::Kind::kReduce;
+    case OpKind::kSignal:
+      return TimedOp::Kind::kSignal;
+    case OpKind::kWaitFlag:
+      return TimedOp::Kind::kWaitFlag;
+    case OpKind::kRecord:
+      return TimedOp::Kind::kRecord;
+    case OpKind::kWaitEvent:
+      return TimedOp::Kind::kWaitEvent;
+    case OpKind::kFree:
+      break;
+  }
+  return TimedOp::Kind::kFree;
+}
+
 SimDevice::SimDevice(int world, uint64_t seed)
     : world_(world), seed_(seed), rng_(seed), races_(world) {
   for (int r = 0; r < world; ++r) {
@@ -43,7 +64,8 @@ absl::Status SimDevice::CheckMem(const MemRef& m, std::string_view what) const {
         absl::StrFormat("%s is on rank %d; ranks are 0..%d", what, m.rank, world_ - 1));
   }
   absl::StatusOr<uint8_t*> p = const_cast<SimMemory&>(memory_[m.rank]).Bytes(m.addr, m.bytes);
-  if (!p.ok()) return absl::InvalidArgumentError(absl::StrFormat("%s: %s", what, p.status().message()));
+  if (!p.ok())
+    return absl::InvalidArgumentError(absl::StrFormat("%s: %s", what, p.status().message()));
   return absl::OkStatus();
 }
 
@@ -69,8 +91,7 @@ absl::Status SimDevice::Free(const MemRef& allocation) {
   return Enqueue(compute_streams_[allocation.rank], std::move(op), "free");
 }
 
-absl::StatusOr<StreamId> SimDevice::CreateStream(int rank, StreamKind kind,
-                                                 std::string_view name) {
+absl::StatusOr<StreamId> SimDevice::CreateStream(int rank, StreamKind kind, std::string_view name) {
   if (rank < 0 || rank >= world_) {
     return absl::InvalidArgumentError(
         absl::StrFormat("create stream: rank is %d; ranks are 0..%d", rank, world_ - 1));
@@ -90,10 +111,11 @@ absl::StatusOr<EventId> SimDevice::CreateEvent(int rank) {
 
 absl::Status SimDevice::Enqueue(StreamId s, Op op, std::string_view label) {
   op.id = static_cast<int64_t>(op_labels_.size());
-  op_labels_.push_back(OpLabel{streams_[s].rank, s,
-                               context_.empty() ? std::string(label)
-                                                : absl::StrFormat("%s %s", context_, label)});
+  op_labels_.push_back(
+      OpLabel{streams_[s].rank, s,
+              context_.empty() ? std::string(label) : absl::StrFormat("%s %s", context_, label)});
   op.host_clock = host_clock_;
+  if (timing_) op.host_us = timing_->Enqueue(TimedKind(op.kind));
   streams_[s].queue.push_back(std::move(op));
   ++pending_;
   return absl::OkStatus();
@@ -248,12 +270,12 @@ void SimDevice::Access(StreamId sid, const Op& op, const MemRef& m, bool write) 
                                           : races_.Read(m.rank, m.addr, m.end(), a, s.clock);
   if (!c) return;
   const uint64_t lo = std::max(c->lo, m.addr), hi = std::min(c->hi, m.end());
-  findings_.Add(FindingKind::kRace,
-                absl::StrFormat("%s: %s by %s and %s by %s are not ordered by any stream, event "
-                                "or flag",
-                                DescribeMemory(m.rank, lo, hi),
-                                c->earlier_is_write ? "write" : "read", DescribeOp(c->earlier.op),
-                                write ? "write" : "read", DescribeOp(op.id)));
+  findings_.Add(
+      FindingKind::kRace,
+      absl::StrFormat("%s: %s by %s and %s by %s are not ordered by any stream, event "
+                      "or flag",
+                      DescribeMemory(m.rank, lo, hi), c->earlier_is_write ? "write" : "read",
+                      DescribeOp(c->earlier.op), write ? "write" : "read", DescribeOp(op.id)));
 }
 
 void SimDevice::CheckLifetime(int64_t op_id, const MemRef& m) {
@@ -334,6 +356,7 @@ void SimDevice::Execute(StreamId sid, Op& op) {
       freed_.insert(op.dst.alloc_id);
       break;
   }
+  if (timing_) Time(sid, op);
   ++ops_executed_;
 }
 
@@ -348,8 +371,8 @@ std::string SimDevice::DeadlockReport() {
       absl::StrAppendFormat(&text, " for flag at rank %d 0x%x = %d to reach %d", op.src.rank,
                             op.src.addr, LoadU64(op.src), op.wait_target);
     } else if (op.kind == OpKind::kWaitEvent) {
-      absl::StrAppendFormat(&text, " for event %d record %d (completed %d)", op.event,
-                            op.event_seq, events_[op.event].completed);
+      absl::StrAppendFormat(&text, " for event %d record %d (completed %d)", op.event, op.event_seq,
+                            events_[op.event].completed);
     }
     absl::StrAppendFormat(&text, "; %d ops queued]", s.queue.size());
   }
@@ -369,6 +392,7 @@ absl::Status SimDevice::Synchronize() {
       findings_.Add(FindingKind::kDeadlock, report);
       for (Stream& s : streams_) s.queue.clear();
       pending_ = 0;
+      if (timing_) timing_->Synchronize();  // what did run is still timed
       return absl::FailedPreconditionError(absl::StrCat(report, " (seed ", seed_, ")"));
     }
     const StreamId pick = ready[rng_() % ready.size()];
@@ -378,15 +402,65 @@ absl::Status SimDevice::Synchronize() {
   }
   for (const Stream& s : streams_) host_clock_.Join(s.clock);
   host_clock_.Tick(kHostTimeline);
+  if (timing_) timing_->Synchronize();
   return absl::OkStatus();
+}
+
+absl::Status SimDevice::SetTopology(const Topology* topology) {
+  if (topology == nullptr) {
+    timing_.reset();
+    return absl::OkStatus();
+  }
+  if (topology->max_ranks() < world_) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("set topology: '%s' holds %d ranks; the device has %d", topology->name,
+                        topology->max_ranks(), world_));
+  }
+  timing_ = std::make_unique<TimingModel>(*topology);
+  return absl::OkStatus();
+}
+
+void SimDevice::Time(StreamId sid, const Op& op) {
+  TimedOp t;
+  t.kind = TimedKind(op.kind);
+  t.stream = sid;
+  t.rank = streams_[sid].rank;
+  t.host_us = op.host_us;
+  switch (op.kind) {
+    case OpKind::kCopy:
+      t.src_rank = op.src.rank;
+      t.dst_rank = op.dst.rank;
+      t.bytes = op.dst.bytes;
+      break;
+    case OpKind::kReduce:
+      t.bytes = op.dst_operand.mem.bytes;
+      for (const Operand& term : op.terms) t.bytes += term.mem.bytes;
+      break;
+    case OpKind::kSignal:
+      t.flag = {op.src.rank, op.src.addr};
+      t.value = LoadU64(op.src);  // just stored by Execute
+      break;
+    case OpKind::kWaitFlag:
+      t.flag = {op.src.rank, op.src.addr};
+      t.value = op.wait_target;
+      break;
+    case OpKind::kRecord:
+    case OpKind::kWaitEvent:
+      t.event = op.event;
+      t.event_seq = op.event_seq;
+      break;
+    case OpKind::kFree:
+      break;
+  }
+  timing_->Executed(t);
 }
 
 absl::Status SimDevice::Write(const MemRef& dst, absl::Span<const uint8_t> bytes) {
   if (absl::Status s = Synchronize(); !s.ok()) return s;
   if (absl::Status s = CheckMem(dst, "write dst"); !s.ok()) return s;
   if (bytes.size() != dst.bytes) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "write: dst is %d bytes, data is %d; must match", dst.bytes, bytes.size()));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("write: dst is %d bytes, data is %d; must match", dst.bytes, bytes.size()));
   }
   CheckLifetime(-1, dst);
   races_.Write(dst.rank, dst.addr, dst.end(),
