@@ -129,7 +129,8 @@ class Reader {
       names += absl::StrFormat("%s%s", names.empty() ? "" : ", ", a);
     }
     if (!node.IsMap()) {
-      return Error(node, path, Describe(node), absl::StrFormat("a map with fields %s", names));
+      return Error(node, path.empty() ? "(document)" : path, Describe(node),
+                   absl::StrFormat("a map with fields %s", names));
     }
     std::vector<std::string> seen;
     for (auto it = node.begin(); it != node.end(); ++it) {
@@ -401,7 +402,7 @@ absl::Status ParseCosts(const Reader& rd, const YAML::Node& doc, Topology& t) {
 
 absl::StatusOr<Topology> ParseDocument(const Reader& rd, const YAML::Node& doc) {
   TOPO_RETURN_IF_ERROR(
-      rd.CheckMap(doc, "(document)",
+      rd.CheckMap(doc, "",
                   {"name", "gpus", "ranks_per_gpu", "rank_gpus", "copy_engines", "memory_gbps",
                    "port_gbps", "links", "uplinks", "gpu_uplinks", "kernel", "flag", "host"}));
   Topology t;
