@@ -274,6 +274,16 @@ TEST(TimingModelTest, ShippedTopologiesLoadAndPredict) {
   }
 }
 
+TEST(TimingModelTest, PredictsCompressedWireModes) {
+  absl::StatusOr<Topology> topo = LoadTopologyFile("scenarios/topologies/h200_virtual_ranks.yaml");
+  ASSERT_TRUE(topo.ok()) << topo.status();
+  for (WireMode wire : {WireMode::kI8, WireMode::kE4M3Ring, WireMode::kI8A2A}) {
+    absl::StatusOr<double> us = PredictAllReduceUs(*topo, 4, 1 << 20, DType::kBF16, wire, 2);
+    ASSERT_TRUE(us.ok()) << WireModeName(wire) << ": " << us.status();
+    EXPECT_GT(*us, 0) << WireModeName(wire);
+  }
+}
+
 TEST(TimingModelTest, SetTopologyNeedsEnoughRanks) {
   Topology topo = Parse(kSwitchPairs);
   SimDevice dev(8, 1);
