@@ -95,6 +95,11 @@ class CudaDevice : public Device {
   // rank's compute stream and before the work enqueued on them later.
   absl::Status Replay(const CudaGraph& graph);
 
+  // Device's graph interface over Capture and Replay; the device owns the graphs.
+  bool SupportsGraphs() const override { return true; }
+  absl::StatusOr<GraphId> CaptureGraph(const std::function<absl::Status()>& body) override;
+  absl::Status LaunchGraph(GraphId graph) override;
+
   // The CUDA device ordinal rank `rank` runs on.
   int gpu_of_rank(int rank) const { return gpus_[ranks_[rank].gpu].ordinal; }
   int num_gpus() const { return static_cast<int>(gpus_.size()); }
@@ -179,6 +184,7 @@ class CudaDevice : public Device {
   cudaEvent_t fork_event_ = nullptr;  // on rank 0's GPU
   uint64_t next_alloc_id_ = 1;
   bool capturing_ = false;
+  std::vector<std::unique_ptr<CudaGraph>> graphs_;  // owned by CaptureGraph's ids
 };
 
 }  // namespace dmalab
