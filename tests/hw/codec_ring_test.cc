@@ -1,8 +1,9 @@
 // The compressed wire modes of DmaAllReduce on CudaDevice (W virtual ranks on one GPU) against
 // the same all-reduce on SimDevice: every rank's output is bit-identical to the simulator's, on
 // realistic values and on edge blocks (NaN, inf, subnormals, -0, all-zero blocks, huge values),
-// out of place and in place. The simulator runs the host reference arithmetic (ReduceHost), so
-// this is the claim that the GPU reproduces the simulated run exactly. Skips without a GPU.
+// out of place, in place, and replayed from the graph cache. The simulator runs the host reference
+// arithmetic (ReduceHost), so this is the claim that the GPU reproduces the simulated run exactly.
+// Skips without a GPU.
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -29,15 +30,18 @@ using ::dmalab::testing::ReadVector;
 using ::dmalab::testing::WriteVector;
 
 // Runs one all-reduce of bf16 `inputs` (one per rank) on `device` with `wire` and returns every
-// rank's output; in place when `in_place`.
+// rank's output; in place when `in_place`. With `graph_cache` (out of place only) the call is
+// made twice, the outputs overwritten in between: the result is the graph replay's.
 absl::StatusOr<std::vector<Bytes>> RunAllReduce(Device& device, WireMode wire,
-                                                const std::vector<Bytes>& inputs, bool in_place) {
+                                                const std::vector<Bytes>& inputs, bool in_place,
+                                                bool graph_cache = false) {
   const int world = static_cast<int>(inputs.size());
   const uint64_t bytes = inputs[0].size();
   const int64_t elems = static_cast<int64_t>(bytes / 2);
   DmaAllReduceOptions options;
   options.max_bytes = bytes;
   options.wire = wire;
+  options.graph_cache = graph_cache;
   absl::StatusOr<std::unique_ptr<DmaAllReduce>> ar = DmaAllReduce::Create(&device, options);
   if (!ar.ok()) return ar.status();
   std::vector<TensorView> ins, outs;
@@ -52,8 +56,15 @@ absl::StatusOr<std::vector<Bytes>> RunAllReduce(Device& device, WireMode wire,
     outs.push_back(TensorView{*out, DType::kBF16, {elems}, true});
   }
   if (in_place) outs = ins;
-  if (absl::Status s = (*ar)->AllReduce(ins, outs); !s.ok()) return s;
-  if (absl::Status s = device.Synchronize(); !s.ok()) return s;
+  for (int call = 0; call < (graph_cache ? 2 : 1); ++call) {
+    if (call > 0) {
+      for (const TensorView& out : outs) {
+        if (absl::Status s = WriteVector(device, out.mem, Bytes(bytes, 0xcd)); !s.ok()) return s;
+      }
+    }
+    if (absl::Status s = (*ar)->AllReduce(ins, outs); !s.ok()) return s;
+    if (absl::Status s = device.Synchronize(); !s.ok()) return s;
+  }
   std::vector<Bytes> results;
   for (int r = 0; r < world; ++r) {
     absl::StatusOr<Bytes> got = ReadVector<uint8_t>(device, outs[r].mem);
@@ -67,6 +78,21 @@ absl::StatusOr<std::vector<Bytes>> RunAllReduce(Device& device, WireMode wire,
     }
   }
   return results;
+}
+
+void ExpectEqualToSimulator(const std::vector<Bytes>& want, const std::vector<Bytes>& got,
+                            const std::string& what) {
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t r = 0; r < want.size(); ++r) {
+    ASSERT_EQ(want[r].size(), got[r].size());
+    int64_t mismatches = 0;
+    int64_t first = -1;
+    for (size_t i = 0; i < want[r].size(); ++i) {
+      if (got[r][i] != want[r][i] && mismatches++ == 0) first = static_cast<int64_t>(i);
+    }
+    EXPECT_EQ(mismatches, 0) << what << ": rank " << r << " differs from the simulator in "
+                             << mismatches << " bytes, first at byte " << first;
+  }
 }
 
 struct CodecRingCase {
@@ -96,17 +122,14 @@ TEST_P(CodecRingTest, EveryRankEqualsTheSimulatorBitForBit) {
         absl::StatusOr<std::vector<Bytes>> want = RunAllReduce(sim, c.wire, inputs, in_place);
         ASSERT_TRUE(want.ok()) << what << ": simulator: " << want.status();
         ASSERT_TRUE(sim.findings().empty()) << what << ": " << sim.findings().ToString();
-        absl::StatusOr<std::vector<Bytes>> got = RunAllReduce(*gpu, c.wire, inputs, in_place);
-        ASSERT_TRUE(got.ok()) << what << ": GPU: " << got.status();
-        for (int r = 0; r < c.world; ++r) {
-          ASSERT_EQ((*want)[r].size(), (*got)[r].size());
-          int64_t mismatches = 0;
-          int64_t first = -1;
-          for (size_t i = 0; i < (*want)[r].size(); ++i) {
-            if ((*got)[r][i] != (*want)[r][i] && mismatches++ == 0) first = static_cast<int64_t>(i);
-          }
-          EXPECT_EQ(mismatches, 0) << what << ": rank " << r << " differs from the simulator in "
-                                   << mismatches << " bytes, first at byte " << first;
+        // Eager, and (out of place) replayed from the graph cache.
+        for (bool graph_cache : {false, true}) {
+          if (graph_cache && in_place) continue;
+          const std::string how = what + (graph_cache ? ", graph replay" : ", eager");
+          absl::StatusOr<std::vector<Bytes>> got =
+              RunAllReduce(*gpu, c.wire, inputs, in_place, graph_cache);
+          ASSERT_TRUE(got.ok()) << how << ": GPU: " << got.status();
+          ExpectEqualToSimulator(*want, *got, how);
         }
       }
     }
