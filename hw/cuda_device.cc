@@ -465,6 +465,11 @@ absl::Status CudaDevice::Write(const MemRef& dst, absl::Span<const uint8_t> byte
   DMALAB_HW_RETURN_IF_ERROR(UseGpu(ranks_[dst.rank].gpu));
   DMALAB_CUDA_RETURN_IF_ERROR(cudaMemcpy(Ptr(dst), bytes.data(), bytes.size(), cudaMemcpyDefault),
                               "write %d bytes to rank %d", bytes.size(), dst.rank);
+  // From pageable memory cudaMemcpy may return once the bytes are staged, before the DMA into
+  // device memory lands, and on the legacy stream, which our non-blocking streams do not wait
+  // for: without this, work enqueued next can read the old contents (seen on an H200).
+  DMALAB_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize(), "write %d bytes to rank %d: complete",
+                              bytes.size(), dst.rank);
   return absl::OkStatus();
 }
 

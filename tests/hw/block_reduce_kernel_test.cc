@@ -2,6 +2,7 @@
 // quantize, dequantize, ring hop, last hop, a2a, in place, on random values, random bit
 // patterns and edge blocks (NaN, inf, subnormals, -0, all-zero blocks, huge values), aligned
 // and unaligned addresses. Skips without a GPU.
+#include <cstring>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -57,6 +58,36 @@ std::vector<Case> HopCases(Codec b) {
 
 // Runs one case on the GPU with operands placed `offset` bytes into their allocations and
 // compares dst's bytes (values and scales) with ReduceHost's.
+// For a failure: the 128-value block holding byte `at` of dst, with every term's encoded
+// inputs of that block and the host's and the GPU's bytes, so a mismatch can be reproduced.
+std::string DescribeBlock(const Case& c, const std::vector<Bytes>& terms, const Bytes& want,
+                          const Bytes& got, int64_t elems, int64_t at) {
+  if (at < 0) return "";
+  const bool dst_blocks = c.dst != Codec::kPlain;
+  const int64_t value_bytes = dst_blocks ? elems : elems * 2;
+  const int64_t block = at < value_bytes ? at / (dst_blocks ? 128 : 256) : (at - elems) / 4;
+  std::string out = absl::StrFormat("\nblock %d:", block);
+  auto dump = [&](const char* name, const Bytes& b, Codec codec) {
+    absl::StrAppendFormat(&out, "\n %s:", name);
+    if (codec == Codec::kPlain) {
+      for (int i = 0; i < 128; ++i) {
+        uint16_t h;
+        std::memcpy(&h, b.data() + (block * 128 + i) * 2, 2);
+        absl::StrAppendFormat(&out, " %04x", h);
+      }
+    } else {
+      uint32_t scale;
+      std::memcpy(&scale, b.data() + elems + block * 4, 4);
+      absl::StrAppendFormat(&out, " scale=%08x q:", scale);
+      for (int i = 0; i < 128; ++i) absl::StrAppendFormat(&out, " %02x", b[block * 128 + i]);
+    }
+  };
+  for (size_t t = 0; t < terms.size(); ++t) dump(absl::StrFormat("term%d", t).c_str(), terms[t], c.terms[t]);
+  dump("host", want, c.dst);
+  dump("gpu", got, c.dst);
+  return out;
+}
+
 void CheckOnGpu(CudaDevice& device, std::mt19937_64& rng, const Case& c, InputKind kind,
                 int64_t elems, uint64_t offset) {
   const std::string what =
@@ -100,7 +131,8 @@ void CheckOnGpu(CudaDevice& device, std::mt19937_64& rng, const Case& c, InputKi
       if (mismatches++ == 0) first = static_cast<int64_t>(i);
     }
   }
-  EXPECT_EQ(mismatches, 0) << what << ": first differing byte " << first << " of " << want.size();
+  EXPECT_EQ(mismatches, 0) << what << ": first differing byte " << first << " of " << want.size()
+                           << DescribeBlock(c, terms, want, *got, elems, first);
   for (const MemRef& m : allocations) ASSERT_TRUE(device.Free(m).ok());
 }
 
