@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <functional>
 
 #include "absl/strings/str_format.h"
 #include "sim/topology.h"
@@ -16,12 +17,23 @@ namespace {
   auto lhs##_or = (expr);               \
   if (!lhs##_or.ok()) return lhs##_or.status();
 
-constexpr uint64_t kBytesPerSample = 256ull << 20;
-constexpr int kMaxRounds = 2000;
-
 int RoundsFor(const CalibrationPlan& plan, uint64_t bytes) {
-  const uint64_t rounds = kBytesPerSample / std::max<uint64_t>(bytes, 1);
-  return static_cast<int>(std::clamp<uint64_t>(rounds, plan.iters, kMaxRounds));
+  const uint64_t rounds = plan.bytes_per_sample / std::max<uint64_t>(bytes, 1);
+  const uint64_t most = std::max(plan.iters, plan.max_rounds);
+  return static_cast<int>(std::clamp<uint64_t>(rounds, plan.iters, most));
+}
+
+// The device time of one round of `call`: runs of n and 2n rounds are timed and the difference
+// is divided by n, so what every run pays once (the first enqueue before the device starts, the
+// synchronizations) cancels out.
+absl::StatusOr<double> RoundUs(Device& device, const DeviceClock& clock,
+                               const CalibrationPlan& plan, int rounds,
+                               const std::function<absl::Status()>& call) {
+  absl::StatusOr<double> once = TimePerCallUs(device, clock, plan.warmup, rounds, call);
+  if (!once.ok()) return once.status();
+  absl::StatusOr<double> twice = TimePerCallUs(device, clock, 0, 2 * rounds, call);
+  if (!twice.ok()) return twice.status();
+  return (2 * rounds * *twice - rounds * *once) / rounds;
 }
 
 // Buffers and streams of one measurement, freed on destruction.
@@ -62,17 +74,16 @@ absl::Status MeasureCopies(Device& device, const DeviceClock& clock, const Calib
   }
   for (uint64_t bytes : plan.copy_bytes) {
     for (int c : plan.concurrency) {
-      absl::StatusOr<double> us =
-          TimePerCallUs(device, clock, plan.warmup, RoundsFor(plan, bytes * c), [&] {
-            for (int r = 0; r < c; ++r) {
-              if (absl::Status s = device.Copy(stream[r], dst[r].Slice(0, bytes),
-                                               src[r].Slice(0, bytes), "calibrate copy");
-                  !s.ok()) {
-                return s;
-              }
-            }
-            return absl::OkStatus();
-          });
+      absl::StatusOr<double> us = RoundUs(device, clock, plan, RoundsFor(plan, bytes * c), [&] {
+        for (int r = 0; r < c; ++r) {
+          if (absl::Status s = device.Copy(stream[r], dst[r].Slice(0, bytes),
+                                           src[r].Slice(0, bytes), "calibrate copy");
+              !s.ok()) {
+            return s;
+          }
+        }
+        return absl::OkStatus();
+      });
       if (!us.ok()) return us.status();
       m.copies.push_back(CopySample{bytes, c, *us});
     }
@@ -99,8 +110,8 @@ absl::Status MeasureKernels(Device& device, const DeviceClock& clock, const Cali
                          static_cast<int64_t>(bytes / 2), "calibrate reduce");
   };
   for (uint64_t bytes : plan.reduce_bytes) {
-    absl::StatusOr<double> us = TimePerCallUs(
-        device, clock, plan.warmup, RoundsFor(plan, 3 * bytes), [&] { return reduce(bytes); });
+    absl::StatusOr<double> us =
+        RoundUs(device, clock, plan, RoundsFor(plan, 3 * bytes), [&] { return reduce(bytes); });
     if (!us.ok()) return us.status();
     m.reduces.push_back(ReduceSample{bytes, *us});
   }
@@ -153,7 +164,7 @@ absl::Status MeasureFlagHop(Device& device, const DeviceClock& clock, const Cali
     CAL_ASSIGN_OR_RETURN(graph, device.CaptureGraph(ping_pong));
     call = [&device, id = *graph_or] { return device.LaunchGraph(id); };
   }
-  CAL_ASSIGN_OR_RETURN(us, TimePerCallUs(device, clock, 1, std::max(plan.iters / 4, 2), call));
+  CAL_ASSIGN_OR_RETURN(us, RoundUs(device, clock, plan, std::max(plan.iters / 4, 2), call));
   m.flag_hop_us = *us_or / (2.0 * plan.flag_round_trips);
   return absl::OkStatus();
 }

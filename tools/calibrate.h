@@ -19,7 +19,10 @@ struct CalibrationPlan {
   std::vector<uint64_t> copy_bytes;          // default: 4 KiB .. 1 GiB, x4
   std::vector<int> concurrency = {1, 2, 4};  // copies at once, each on its own rank's stream
   std::vector<uint64_t> reduce_bytes;        // per operand; default: 4 KiB, 1, 16, 256 MiB, 1 GiB
-  int iters = 20;  // timed rounds per sample (more for small sizes, see MeasureCalibration)
+  int iters = 20;  // timed rounds per sample, at least
+  // Small samples run more rounds: enough to move bytes_per_sample, up to max_rounds.
+  uint64_t bytes_per_sample = 256ull << 20;
+  int max_rounds = 2000;
   int warmup = 3;
   int enqueue_calls = 256;     // calls per host-cost measurement
   int flag_round_trips = 200;  // ping-pongs per flag measurement
@@ -30,8 +33,7 @@ CalibrationPlan DefaultCalibrationPlan();
 
 // Measures the copies, reduces, host costs and flag hop of `plan` on rank 0's GPU of `device`
 // (copies of concurrency c use ranks 0..c-1, so the device needs max(concurrency) ranks, and
-// at least 2). Small samples run more rounds: at least iters, and enough to move 256 MiB, up to
-// 2000. Fills copies, reduces and the host and flag numbers; not the GPU's description.
+// at least 2). Fills copies, reduces and the host and flag numbers; not the GPU's description.
 absl::StatusOr<CalibrationMeasurements> MeasureCalibration(Device& device, const DeviceClock& clock,
                                                            const CalibrationPlan& plan);
 
