@@ -58,7 +58,7 @@ class Loader {
 
 absl::StatusOr<Scenario> Loader::Load(const YAML::Node& root) {
   s_.file = f_.file();
-  DMALAB_RETURN_IF_ERROR(f_.CheckMap(root, "(document)",
+  DMALAB_RETURN_IF_ERROR(f_.CheckMap(root, "",
                                      {"name", "description", "world", "dtype", "wire", "seed",
                                       "topology", "shapes", "tensors", "steps", "expect"}));
   if (auto n = f_.Optional(root, "name")) {
@@ -173,7 +173,7 @@ absl::Status Loader::Tensors(const YAML::Node& node) {
       DMALAB_ASSIGN_OR_RETURN(sn,
                               f_.Required(it->second, path, "shape",
                                           "a list of positive integers or a name under 'shapes'"));
-      shape_node = sn;
+      shape_node.reset(sn);  // rebinds; operator= would overwrite the tree
       if (auto d = f_.Optional(it->second, "dtype")) {
         DMALAB_ASSIGN_OR_RETURN(dname, f_.String(*d, FieldPath(path, "dtype"), "bf16, fp16, fp32"));
         auto dtype = ParseDType(dname);

@@ -92,7 +92,9 @@ absl::Status YamlFields::CheckMap(const YAML::Node& node, std::string_view path,
   for (std::string_view a : allowed)
     absl::StrAppend(&names, names.empty() ? "" : ", ", std::string(a));
   const std::string allowed_text = absl::StrFormat("a map with fields %s", names);
-  if (!node.IsMap()) return Error(node, path, Describe(node), allowed_text);
+  if (!node.IsMap()) {
+    return Error(node, path.empty() ? "(document)" : path, Describe(node), allowed_text);
+  }
   std::map<std::string, SourceLoc> seen;
   for (auto it = node.begin(); it != node.end(); ++it) {
     const YAML::Node& key = it->first;
