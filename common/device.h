@@ -96,6 +96,9 @@ class Device {
   virtual absl::Status Write(const MemRef& dst, absl::Span<const uint8_t> bytes) = 0;
   virtual absl::Status Read(const MemRef& src, absl::Span<uint8_t> bytes) = 0;
 
+  // Names the work enqueued from now on in reports (e.g. "all_reduce#3"); informational.
+  virtual void SetContext(std::string_view /*context*/) {}
+
   // True while `stream` is being captured into a graph (hardware only); fresh allocations
   // are then not allowed.
   virtual bool IsCapturing(StreamId /*stream*/) const { return false; }

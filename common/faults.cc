@@ -2,7 +2,6 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 
 namespace dmalab {
 
@@ -27,7 +26,11 @@ const std::vector<Fault>& AllFaults() {
 absl::StatusOr<FaultSet> FaultSet::Parse(std::string_view names) {
   FaultSet set;
   if (names.empty() || names == "none") return set;
-  for (std::string_view name : absl::StrSplit(names, ',')) {
+  for (size_t start = 0; start <= names.size();) {
+    size_t comma = names.find(',', start);
+    if (comma == std::string_view::npos) comma = names.size();
+    const std::string_view name = names.substr(start, comma - start);
+    start = comma + 1;
     bool found = false;
     for (Fault f : AllFaults()) {
       if (name == FaultName(f)) {

@@ -34,6 +34,10 @@ int EffectivePieces(int requested, uint64_t chunk_bytes);
 // Scratch area size for `max_bytes` over `world` ranks: max_bytes / world rounded up to 256 B.
 uint64_t ScratchAreaBytes(uint64_t max_bytes, int world);
 
+// The slab of a channel of `world` ranks for tensors up to `max_bytes`: flags for every
+// pieces setting, then 2(world-1) scratch areas.
+SlabLayout LayoutSlab(int world, uint64_t max_bytes);
+
 // Makes the plan, or says which argument breaks which rule.
 absl::StatusOr<RingPlan> PlanRing(const RingPlanRequest& request);
 

@@ -1,0 +1,412 @@
+#include "sim/sim_device.h"
+
+#include <cstring>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/reduce_host.h"
+
+namespace dmalab {
+namespace {
+
+constexpr int kHostTimeline = 0;
+
+}  // namespace
+
+SimDevice::SimDevice(int world, uint64_t seed)
+    : world_(world), seed_(seed), rng_(seed), races_(world) {
+  for (int r = 0; r < world; ++r) {
+    memory_.emplace_back(r, world);
+    compute_streams_.push_back(static_cast<StreamId>(streams_.size()));
+    streams_.push_back(Stream{r, StreamKind::kCompute, "compute", {}, {}});
+  }
+}
+
+SimDevice::~SimDevice() = default;
+
+absl::Status SimDevice::CheckStream(StreamId s) const {
+  if (s < 0 || s >= static_cast<StreamId>(streams_.size())) {
+    return absl::InvalidArgumentError(absl::StrFormat("stream %d does not exist", s));
+  }
+  return absl::OkStatus();
+}
+
+uint8_t* SimDevice::HostPtr(const MemRef& m) {
+  absl::StatusOr<uint8_t*> p = memory_[m.rank].Bytes(m.addr, m.bytes);
+  return p.ok() ? *p : nullptr;
+}
+
+absl::Status SimDevice::CheckMem(const MemRef& m, std::string_view what) const {
+  if (m.rank < 0 || m.rank >= world_) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s is on rank %d; ranks are 0..%d", what, m.rank, world_ - 1));
+  }
+  absl::StatusOr<uint8_t*> p = const_cast<SimMemory&>(memory_[m.rank]).Bytes(m.addr, m.bytes);
+  if (!p.ok()) return absl::InvalidArgumentError(absl::StrFormat("%s: %s", what, p.status().message()));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<MemRef> SimDevice::Allocate(int rank, uint64_t bytes, std::string_view tag) {
+  if (rank < 0 || rank >= world_) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("allocate: rank is %d; ranks are 0..%d", rank, world_ - 1));
+  }
+  return memory_[rank].Allocate(bytes, tag);
+}
+
+absl::Status SimDevice::Free(const MemRef& allocation) {
+  if (allocation.rank < 0 || allocation.rank >= world_) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("free: rank is %d; ranks are 0..%d", allocation.rank, world_ - 1));
+  }
+  const AllocationInfo* info = memory_[allocation.rank].Find(allocation.alloc_id);
+  const uint64_t bytes = info ? info->bytes : allocation.bytes;
+  if (absl::Status s = memory_[allocation.rank].Free(allocation, context_); !s.ok()) return s;
+  Op op;
+  op.kind = OpKind::kFree;
+  op.dst = MemRef{allocation.rank, allocation.addr, bytes, allocation.alloc_id};
+  return Enqueue(compute_streams_[allocation.rank], std::move(op), "free");
+}
+
+absl::StatusOr<StreamId> SimDevice::CreateStream(int rank, StreamKind kind,
+                                                 std::string_view name) {
+  if (rank < 0 || rank >= world_) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("create stream: rank is %d; ranks are 0..%d", rank, world_ - 1));
+  }
+  streams_.push_back(Stream{rank, kind, std::string(name), {}, {}});
+  return static_cast<StreamId>(streams_.size() - 1);
+}
+
+absl::StatusOr<EventId> SimDevice::CreateEvent(int rank) {
+  if (rank < 0 || rank >= world_) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("create event: rank is %d; ranks are 0..%d", rank, world_ - 1));
+  }
+  events_.push_back(Event{rank, 0, 0, {}});
+  return static_cast<EventId>(events_.size() - 1);
+}
+
+absl::Status SimDevice::Enqueue(StreamId s, Op op, std::string_view label) {
+  op.id = static_cast<int64_t>(op_labels_.size());
+  op_labels_.push_back(OpLabel{streams_[s].rank, s,
+                               context_.empty() ? std::string(label)
+                                                : absl::StrFormat("%s %s", context_, label)});
+  op.host_clock = host_clock_;
+  streams_[s].queue.push_back(std::move(op));
+  ++pending_;
+  return absl::OkStatus();
+}
+
+absl::Status SimDevice::RecordEvent(EventId event, StreamId stream) {
+  if (absl::Status s = CheckStream(stream); !s.ok()) return s;
+  if (event < 0 || event >= static_cast<EventId>(events_.size())) {
+    return absl::InvalidArgumentError(absl::StrFormat("record: event %d does not exist", event));
+  }
+  Op op;
+  op.kind = OpKind::kRecord;
+  op.event = event;
+  op.event_seq = ++events_[event].records;
+  return Enqueue(stream, std::move(op), absl::StrCat("record ev", event));
+}
+
+absl::Status SimDevice::WaitEvent(StreamId stream, EventId event) {
+  if (absl::Status s = CheckStream(stream); !s.ok()) return s;
+  if (event < 0 || event >= static_cast<EventId>(events_.size())) {
+    return absl::InvalidArgumentError(absl::StrFormat("wait: event %d does not exist", event));
+  }
+  Op op;
+  op.kind = OpKind::kWaitEvent;
+  op.event = event;
+  op.event_seq = events_[event].records;  // CUDA semantics: the latest record at enqueue time
+  return Enqueue(stream, std::move(op), absl::StrCat("wait ev", event));
+}
+
+absl::Status SimDevice::Copy(StreamId stream, const MemRef& dst, const MemRef& src,
+                             std::string_view label) {
+  if (absl::Status s = CheckStream(stream); !s.ok()) return s;
+  if (dst.bytes != src.bytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "copy '%s': dst is %d bytes, src is %d; must match", label, dst.bytes, src.bytes));
+  }
+  const int rank = streams_[stream].rank;
+  if (dst.rank != rank && src.rank != rank) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "copy '%s': stream is on rank %d, dst on %d, src on %d; one must be the stream's rank",
+        label, rank, dst.rank, src.rank));
+  }
+  if (absl::Status s = CheckMem(dst, "copy dst"); !s.ok()) return s;
+  if (absl::Status s = CheckMem(src, "copy src"); !s.ok()) return s;
+  Op op;
+  op.kind = OpKind::kCopy;
+  op.dst = dst;
+  op.src = src;
+  return Enqueue(stream, std::move(op), label);
+}
+
+absl::Status SimDevice::Reduce(StreamId stream, DType dtype, const Operand& dst,
+                               absl::Span<const Operand> terms, int64_t elems,
+                               std::string_view label) {
+  if (absl::Status s = CheckStream(stream); !s.ok()) return s;
+  if (absl::Status s = ValidateReduce(dtype, dst, terms, elems); !s.ok()) return s;
+  const int rank = streams_[stream].rank;
+  std::vector<const Operand*> operands = {&dst};
+  for (const Operand& t : terms) operands.push_back(&t);
+  for (const Operand* o : operands) {
+    if (o->mem.rank != rank) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "reduce '%s': an operand is on rank %d; kernels on rank %d read and write only its "
+          "own memory",
+          label, o->mem.rank, rank));
+    }
+    if (absl::Status s = CheckMem(o->mem, "reduce operand"); !s.ok()) return s;
+  }
+  Op op;
+  op.kind = OpKind::kReduce;
+  op.dtype = dtype;
+  op.dst_operand = dst;
+  op.terms.assign(terms.begin(), terms.end());
+  op.elems = elems;
+  return Enqueue(stream, std::move(op), label);
+}
+
+absl::Status SimDevice::SignalFlag(StreamId stream, const MemRef& counter, const MemRef& peer_flag,
+                                   std::string_view label) {
+  if (absl::Status s = CheckStream(stream); !s.ok()) return s;
+  if (counter.bytes != 8 || peer_flag.bytes != 8) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("signal '%s': counter and flag must be 8 bytes", label));
+  }
+  if (absl::Status s = CheckMem(counter, "signal counter"); !s.ok()) return s;
+  if (absl::Status s = CheckMem(peer_flag, "signal flag"); !s.ok()) return s;
+  Op op;
+  op.kind = OpKind::kSignal;
+  op.dst = counter;
+  op.src = peer_flag;
+  return Enqueue(stream, std::move(op), label);
+}
+
+absl::Status SimDevice::WaitFlag(StreamId stream, const MemRef& expected, const MemRef& flag,
+                                 std::string_view label) {
+  if (absl::Status s = CheckStream(stream); !s.ok()) return s;
+  if (expected.bytes != 8 || flag.bytes != 8) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("wait '%s': expected and flag must be 8 bytes", label));
+  }
+  if (absl::Status s = CheckMem(expected, "wait expected"); !s.ok()) return s;
+  if (absl::Status s = CheckMem(flag, "wait flag"); !s.ok()) return s;
+  Op op;
+  op.kind = OpKind::kWaitFlag;
+  op.dst = expected;
+  op.src = flag;
+  return Enqueue(stream, std::move(op), label);
+}
+
+uint64_t SimDevice::LoadU64(const MemRef& m) {
+  uint64_t v;
+  std::memcpy(&v, HostPtr(m), 8);
+  return v;
+}
+
+void SimDevice::StoreU64(const MemRef& m, uint64_t v) { std::memcpy(HostPtr(m), &v, 8); }
+
+bool SimDevice::Ready(Stream& /*s*/, Op& op) {
+  switch (op.kind) {
+    case OpKind::kWaitEvent:
+      return op.event_seq == 0 || events_[op.event].completed >= op.event_seq;
+    case OpKind::kWaitFlag:
+      if (!op.wait_armed) {  // the wait kernel starts: bump the expected value once
+        op.wait_target = LoadU64(op.dst) + 1;
+        StoreU64(op.dst, op.wait_target);
+        op.wait_armed = true;
+      }
+      return LoadU64(op.src) >= op.wait_target;
+    default:
+      return true;
+  }
+}
+
+std::string SimDevice::DescribeOp(int64_t op_id) const {
+  if (op_id < 0) return "the host";
+  const OpLabel& l = op_labels_[op_id];
+  return absl::StrFormat("rank %d stream '%s' op '%s'", l.rank, streams_[l.stream].name, l.text);
+}
+
+std::string SimDevice::DescribeMemory(int rank, uint64_t lo, uint64_t hi) const {
+  std::string text = absl::StrFormat("rank %d bytes [0x%x, 0x%x)", rank, lo, hi);
+  if (const AllocationInfo* a = memory_[rank].LiveAt(lo)) {
+    absl::StrAppendFormat(&text, " of allocation #%d '%s' (+%d)", a->id, a->tag, lo - a->addr);
+  }
+  return text;
+}
+
+void SimDevice::Access(StreamId sid, const Op& op, const MemRef& m, bool write) {
+  const Stream& s = streams_[sid];
+  const dmalab::Access a{Timeline(sid), s.clock.Get(Timeline(sid)), op.id};
+  const std::optional<Conflict> c = write ? races_.Write(m.rank, m.addr, m.end(), a, s.clock)
+                                          : races_.Read(m.rank, m.addr, m.end(), a, s.clock);
+  if (!c) return;
+  const uint64_t lo = std::max(c->lo, m.addr), hi = std::min(c->hi, m.end());
+  findings_.Add(FindingKind::kRace,
+                absl::StrFormat("%s: %s by %s and %s by %s are not ordered by any stream, event "
+                                "or flag",
+                                DescribeMemory(m.rank, lo, hi),
+                                c->earlier_is_write ? "write" : "read", DescribeOp(c->earlier.op),
+                                write ? "write" : "read", DescribeOp(op.id)));
+}
+
+void SimDevice::CheckLifetime(int64_t op_id, const MemRef& m) {
+  if (m.alloc_id == 0) return;
+  const AllocationInfo* a = memory_[m.rank].Find(m.alloc_id);
+  if (a == nullptr) return;
+  if (m.addr < a->addr || m.end() > a->addr + a->bytes) {
+    findings_.Add(FindingKind::kOutOfBounds,
+                  absl::StrFormat("%s by %s reaches outside allocation #%d '%s' [0x%x, 0x%x)",
+                                  DescribeMemory(m.rank, m.addr, m.end()), DescribeOp(op_id), a->id,
+                                  a->tag, a->addr, a->addr + a->bytes));
+    return;
+  }
+  if (!freed_.contains(m.alloc_id)) return;
+  const AllocationInfo* now = memory_[m.rank].LiveAt(m.addr);
+  if (now != nullptr) {
+    findings_.Add(FindingKind::kUseAfterReuse,
+                  absl::StrFormat("%s: %s uses allocation #%d '%s' (freed by '%s'), whose bytes "
+                                  "now belong to allocation #%d '%s'",
+                                  DescribeMemory(m.rank, m.addr, m.end()), DescribeOp(op_id), a->id,
+                                  a->tag, a->freed_by, now->id, now->tag));
+  } else {
+    findings_.Add(FindingKind::kUseAfterFree,
+                  absl::StrFormat("%s: %s uses allocation #%d '%s' after it was freed by '%s'",
+                                  DescribeMemory(m.rank, m.addr, m.end()), DescribeOp(op_id), a->id,
+                                  a->tag, a->freed_by));
+  }
+}
+
+void SimDevice::Execute(StreamId sid, Op& op) {
+  Stream& s = streams_[sid];
+  s.clock.Join(op.host_clock);
+  s.clock.Tick(Timeline(sid));
+  switch (op.kind) {
+    case OpKind::kCopy:
+      CheckLifetime(op.id, op.src);
+      CheckLifetime(op.id, op.dst);
+      Access(sid, op, op.src, /*write=*/false);
+      Access(sid, op, op.dst, /*write=*/true);
+      std::memmove(HostPtr(op.dst), HostPtr(op.src), op.dst.bytes);
+      break;
+    case OpKind::kReduce: {
+      std::vector<HostOperand> terms;
+      for (const Operand& t : op.terms) {
+        CheckLifetime(op.id, t.mem);
+        Access(sid, op, t.mem, /*write=*/false);
+        terms.push_back(HostOperand{HostPtr(t.mem), t.codec});
+      }
+      CheckLifetime(op.id, op.dst_operand.mem);
+      Access(sid, op, op.dst_operand.mem, /*write=*/true);
+      // Arguments were validated at enqueue; the host reference cannot fail here.
+      (void)ReduceHost(op.dtype, HostPtr(op.dst_operand.mem), op.dst_operand.codec, terms,
+                       op.elems);
+      break;
+    }
+    case OpKind::kSignal: {
+      const uint64_t v = LoadU64(op.dst) + 1;
+      StoreU64(op.dst, v);
+      StoreU64(op.src, v);
+      flag_clocks_[{op.src.rank, op.src.addr}].Join(s.clock);  // release
+      break;
+    }
+    case OpKind::kWaitFlag:
+      s.clock.Join(flag_clocks_[{op.src.rank, op.src.addr}]);  // acquire
+      break;
+    case OpKind::kRecord: {
+      Event& e = events_[op.event];
+      e.completed = std::max(e.completed, op.event_seq);
+      e.clocks[op.event_seq] = s.clock;
+      break;
+    }
+    case OpKind::kWaitEvent:
+      if (op.event_seq > 0) s.clock.Join(events_[op.event].clocks[op.event_seq]);
+      break;
+    case OpKind::kFree:
+      // Giving the bytes back is a write by the freeing stream: unordered users are reported.
+      Access(sid, op, op.dst, /*write=*/true);
+      freed_.insert(op.dst.alloc_id);
+      break;
+  }
+  ++ops_executed_;
+}
+
+std::string SimDevice::DeadlockReport() {
+  std::string text = "deadlock: work remains but no stream can progress;";
+  for (StreamId sid = 0; sid < static_cast<StreamId>(streams_.size()); ++sid) {
+    Stream& s = streams_[sid];
+    if (s.queue.empty()) continue;
+    const Op& op = s.queue.front();
+    absl::StrAppendFormat(&text, " [%s waits", DescribeOp(op.id));
+    if (op.kind == OpKind::kWaitFlag) {
+      absl::StrAppendFormat(&text, " for flag at rank %d 0x%x = %d to reach %d", op.src.rank,
+                            op.src.addr, LoadU64(op.src), op.wait_target);
+    } else if (op.kind == OpKind::kWaitEvent) {
+      absl::StrAppendFormat(&text, " for event %d record %d (completed %d)", op.event,
+                            op.event_seq, events_[op.event].completed);
+    }
+    absl::StrAppendFormat(&text, "; %d ops queued]", s.queue.size());
+  }
+  return text;
+}
+
+absl::Status SimDevice::Synchronize() {
+  std::vector<StreamId> ready;
+  while (pending_ > 0) {
+    ready.clear();
+    for (StreamId sid = 0; sid < static_cast<StreamId>(streams_.size()); ++sid) {
+      Stream& s = streams_[sid];
+      if (!s.queue.empty() && Ready(s, s.queue.front())) ready.push_back(sid);
+    }
+    if (ready.empty()) {
+      std::string report = DeadlockReport();
+      findings_.Add(FindingKind::kDeadlock, report);
+      for (Stream& s : streams_) s.queue.clear();
+      pending_ = 0;
+      return absl::FailedPreconditionError(absl::StrCat(report, " (seed ", seed_, ")"));
+    }
+    const StreamId pick = ready[rng_() % ready.size()];
+    Execute(pick, streams_[pick].queue.front());
+    streams_[pick].queue.pop_front();
+    --pending_;
+  }
+  for (const Stream& s : streams_) host_clock_.Join(s.clock);
+  host_clock_.Tick(kHostTimeline);
+  return absl::OkStatus();
+}
+
+absl::Status SimDevice::Write(const MemRef& dst, absl::Span<const uint8_t> bytes) {
+  if (absl::Status s = Synchronize(); !s.ok()) return s;
+  if (absl::Status s = CheckMem(dst, "write dst"); !s.ok()) return s;
+  if (bytes.size() != dst.bytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "write: dst is %d bytes, data is %d; must match", dst.bytes, bytes.size()));
+  }
+  CheckLifetime(-1, dst);
+  races_.Write(dst.rank, dst.addr, dst.end(),
+               dmalab::Access{kHostTimeline, host_clock_.Get(kHostTimeline), -1}, host_clock_);
+  std::memcpy(HostPtr(dst), bytes.data(), bytes.size());
+  return absl::OkStatus();
+}
+
+absl::Status SimDevice::Read(const MemRef& src, absl::Span<uint8_t> bytes) {
+  if (absl::Status s = Synchronize(); !s.ok()) return s;
+  if (absl::Status s = CheckMem(src, "read src"); !s.ok()) return s;
+  if (bytes.size() != src.bytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "read: src is %d bytes, buffer is %d; must match", src.bytes, bytes.size()));
+  }
+  CheckLifetime(-1, src);
+  races_.Read(src.rank, src.addr, src.end(),
+              dmalab::Access{kHostTimeline, host_clock_.Get(kHostTimeline), -1}, host_clock_);
+  std::memcpy(bytes.data(), HostPtr(src), bytes.size());
+  return absl::OkStatus();
+}
+
+}  // namespace dmalab

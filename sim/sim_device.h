@@ -1,0 +1,140 @@
+// SimDevice: a CPU model of W ranks with memory, streams, events, DMA copies and kernels,
+// executed by a deterministic scheduler and watched by checkers (DESIGN.md section 5).
+//
+// Enqueued work runs when the host synchronizes (Synchronize, Read, Write). Then the scheduler
+// repeatedly picks one stream whose next operation can run and runs it; which one is the
+// seed's choice, so one seed fixes the whole interleaving and the same seed gives the same
+// bytes and the same findings. Values fidelity: real bytes and the host reference arithmetic.
+//
+// Checkers: happens-before races on byte intervals (vector clocks per stream; events snapshot
+// and waits join; flag stores release and satisfied flag waits acquire), use after free and use
+// after reuse (a view's allocation id against the allocator's), out-of-bounds views, and
+// deadlock (no stream can progress while work remains) reported instead of hanging.
+#ifndef DMALAB_SIM_SIM_DEVICE_H_
+#define DMALAB_SIM_SIM_DEVICE_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/device.h"
+#include "sim/finding.h"
+#include "sim/race_checker.h"
+#include "sim/sim_memory.h"
+#include "sim/vector_clock.h"
+
+namespace dmalab {
+
+class SimDevice : public Device {
+ public:
+  SimDevice(int world, uint64_t seed);
+  ~SimDevice() override;
+
+  int world_size() const override { return world_; }
+  std::string name() const override { return "sim"; }
+  absl::StatusOr<MemRef> Allocate(int rank, uint64_t bytes, std::string_view tag) override;
+  // Stream-ordered on the rank's compute stream, as a caching allocator's free is: the block
+  // may be handed out again at once; work not ordered before the free that still touches it
+  // is reported.
+  absl::Status Free(const MemRef& allocation) override;
+  StreamId ComputeStream(int rank) override { return compute_streams_[rank]; }
+  absl::StatusOr<StreamId> CreateStream(int rank, StreamKind kind, std::string_view name) override;
+  absl::StatusOr<EventId> CreateEvent(int rank) override;
+  absl::Status RecordEvent(EventId event, StreamId stream) override;
+  absl::Status WaitEvent(StreamId stream, EventId event) override;
+  absl::Status Copy(StreamId stream, const MemRef& dst, const MemRef& src,
+                    std::string_view label) override;
+  absl::Status Reduce(StreamId stream, DType dtype, const Operand& dst,
+                      absl::Span<const Operand> terms, int64_t elems,
+                      std::string_view label) override;
+  absl::Status SignalFlag(StreamId stream, const MemRef& counter, const MemRef& peer_flag,
+                          std::string_view label) override;
+  absl::Status WaitFlag(StreamId stream, const MemRef& expected, const MemRef& flag,
+                        std::string_view label) override;
+  absl::Status Synchronize() override;
+  absl::Status Write(const MemRef& dst, absl::Span<const uint8_t> bytes) override;
+  absl::Status Read(const MemRef& src, absl::Span<uint8_t> bytes) override;
+  void SetContext(std::string_view context) override { context_ = std::string(context); }
+
+  uint64_t seed() const { return seed_; }
+  const FindingLog& findings() const { return findings_; }
+  void ClearFindings() { findings_.Clear(); }
+  // Operations executed so far.
+  int64_t ops_executed() const { return ops_executed_; }
+
+ private:
+  enum class OpKind { kCopy, kReduce, kSignal, kWaitFlag, kRecord, kWaitEvent, kFree };
+  struct Op {
+    OpKind kind = OpKind::kCopy;
+    int64_t id = 0;  // index into op_labels_
+    VectorClock host_clock;  // the host's clock at enqueue: host work before it happened first
+    MemRef dst, src;         // copy; flags: dst = counter/expected, src = flag word
+    DType dtype = DType::kBF16;
+    Operand dst_operand;
+    std::vector<Operand> terms;
+    int64_t elems = 0;
+    EventId event = -1;
+    uint64_t event_seq = 0;  // kRecord: this record's number; kWaitEvent: the one waited for
+    uint64_t wait_target = 0;  // kWaitFlag: set on the first attempt
+    bool wait_armed = false;
+  };
+  struct Stream {
+    int rank;
+    StreamKind kind;
+    std::string name;
+    std::deque<Op> queue;
+    VectorClock clock;
+  };
+  struct Event {
+    int rank;
+    uint64_t records = 0;    // records enqueued so far
+    uint64_t completed = 0;  // latest record executed
+    std::map<uint64_t, VectorClock> clocks;  // per executed record
+  };
+
+  absl::Status CheckStream(StreamId s) const;
+  absl::Status CheckMem(const MemRef& m, std::string_view what) const;
+  absl::Status Enqueue(StreamId s, Op op, std::string_view label);
+  int Timeline(StreamId s) const { return s + 1; }
+  bool Ready(Stream& s, Op& op);
+  void Execute(StreamId sid, Op& op);
+  void Access(StreamId sid, const Op& op, const MemRef& m, bool write);
+  void CheckLifetime(int64_t op_id, const MemRef& m);
+  std::string DescribeOp(int64_t op_id) const;
+  std::string DescribeMemory(int rank, uint64_t lo, uint64_t hi) const;
+  uint64_t LoadU64(const MemRef& m);
+  void StoreU64(const MemRef& m, uint64_t v);
+  uint8_t* HostPtr(const MemRef& m);
+  std::string DeadlockReport();
+
+  int world_;
+  uint64_t seed_;
+  std::mt19937_64 rng_;
+  std::vector<SimMemory> memory_;
+  std::vector<Stream> streams_;
+  std::vector<StreamId> compute_streams_;
+  std::vector<Event> events_;
+  VectorClock host_clock_;
+  std::map<std::pair<int, uint64_t>, VectorClock> flag_clocks_;  // (rank, addr) -> released
+  RaceChecker races_;
+  FindingLog findings_;
+  std::string context_;
+  struct OpLabel {
+    int rank;
+    StreamId stream;
+    std::string text;
+  };
+  std::vector<OpLabel> op_labels_;
+  std::set<uint64_t> freed_;  // allocations whose free has executed
+  int64_t ops_executed_ = 0;
+  int64_t pending_ = 0;
+};
+
+}  // namespace dmalab
+
+#endif  // DMALAB_SIM_SIM_DEVICE_H_

@@ -1,0 +1,77 @@
+// The simulated memory of one rank: a 64-bit address space, a caching allocator that reuses
+// freed blocks (as PyTorch's does: 512-byte rounding, best fit, splitting, coalescing), the
+// bytes themselves (values fidelity), and the history of every allocation for reports.
+#ifndef DMALAB_SIM_SIM_MEMORY_H_
+#define DMALAB_SIM_SIM_MEMORY_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/tensor.h"
+
+namespace dmalab {
+
+// What the allocator knows of one allocation, live or freed.
+struct AllocationInfo {
+  uint64_t id = 0;
+  int rank = 0;
+  uint64_t addr = 0;
+  uint64_t bytes = 0;  // as requested
+  std::string tag;
+  bool live = true;
+  std::string freed_by;  // the context that freed it
+};
+
+class SimMemory {
+ public:
+  // Allocation ids are unique across ranks: rank r hands out ids r+1, r+1+world, ...
+  SimMemory(int rank, int world);
+
+  // Allocates `bytes` (rounded up to 512) reusing a freed block when one fits.
+  absl::StatusOr<MemRef> Allocate(uint64_t bytes, std::string_view tag);
+  // Returns the block to the free pool (it may be handed out again at once).
+  absl::Status Free(const MemRef& allocation, std::string_view context);
+
+  // Host pointer to [addr, addr + bytes), or an error when the range is not inside one
+  // segment of this rank.
+  absl::StatusOr<uint8_t*> Bytes(uint64_t addr, uint64_t bytes);
+
+  const AllocationInfo* Find(uint64_t id) const;
+  // The live allocation whose block covers addr, if any.
+  const AllocationInfo* LiveAt(uint64_t addr) const;
+
+  static constexpr uint64_t kBlockAlign = 512;
+  static constexpr uint64_t kSegmentAlign = 2ull << 20;
+  static constexpr uint64_t kBaseAddress = 0x7f0000000000ull;
+
+ private:
+  struct Segment {
+    uint64_t bytes;
+    std::unique_ptr<uint8_t[]> data;
+  };
+  struct Block {
+    uint64_t bytes;
+    uint64_t segment;  // start address of its segment
+    uint64_t alloc_id;  // 0 when free
+  };
+  void InsertFree(uint64_t addr);
+  void EraseFree(uint64_t addr);
+
+  int rank_;
+  int world_;
+  uint64_t next_id_;
+  uint64_t next_segment_addr_ = kBaseAddress;
+  std::map<uint64_t, Segment> segments_;                // by start address
+  std::map<uint64_t, Block> blocks_;                    // by start address
+  std::set<std::pair<uint64_t, uint64_t>> free_;        // (bytes, addr), best fit
+  std::map<uint64_t, AllocationInfo> allocations_;      // by id, never erased
+};
+
+}  // namespace dmalab
+
+#endif  // DMALAB_SIM_SIM_MEMORY_H_

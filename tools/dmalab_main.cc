@@ -1,0 +1,208 @@
+// dmalab: the command line. `dmalab help` lists the commands.
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_format.h"
+#include "common/dma_all_reduce.h"
+#include "common/result_checks.h"
+#include "common/ring_planner.h"
+#include "sim/sim_device.h"
+
+ABSL_FLAG(int, ranks, 4, "number of ranks (world size), 2..16");
+ABSL_FLAG(std::string, dtype, "bf16", "element type: bf16, fp16, fp32");
+ABSL_FLAG(std::string, wire, "bf16", "wire mode: bf16, i8, i8_ring, i8_a2a, e4m3, e4m3_ring, e4m3_a2a");
+ABSL_FLAG(int, pieces, 2, "pieces per chunk, 1..8 (1 is used when a piece would be under 512 KiB)");
+ABSL_FLAG(int64_t, elems, 4096, "plan: elements of the tensor");
+ABSL_FLAG(uint64_t, seed, 1, "simulator seed: fixes every scheduling choice");
+ABSL_FLAG(std::string, inject, "", "fault to inject: persistent-output, drop-copy-wait, skip-end-handshake");
+ABSL_FLAG(std::string, b, "1M", "demo: smallest size in bytes (K, M, G suffixes)");
+ABSL_FLAG(std::string, e, "16M", "demo: largest size in bytes");
+ABSL_FLAG(int, f, 4, "demo: size multiplication factor");
+
+namespace dmalab {
+namespace {
+
+constexpr char kUsage[] = R"(dmalab: a testbed for copy-engine (DMA) all-reduce collectives.
+
+usage: dmalab <command> [flags]
+
+commands:
+  demo    run the DMA ring all-reduce on the simulator over a range of sizes and print a table:
+          wrong elements against the exact sum, rank consistency, checker findings
+          e.g. dmalab demo --ranks=4 --dtype=bf16 --b=1M --e=16M --f=4 --seed=1
+  plan    print the ring plan (every rank's operations) for one tensor size
+          e.g. dmalab plan --ranks=4 --elems=4096 --pieces=2
+  help    this text; `dmalab <command> --help` lists every flag
+
+exit status: 0 success, 1 a check failed, 2 bad input or usage)";
+
+absl::StatusOr<uint64_t> ParseSize(const std::string& text) {
+  if (text.empty()) return absl::InvalidArgumentError("size is empty");
+  uint64_t mult = 1;
+  std::string digits = text;
+  switch (text.back()) {
+    case 'K':
+      mult = 1ull << 10;
+      break;
+    case 'M':
+      mult = 1ull << 20;
+      break;
+    case 'G':
+      mult = 1ull << 30;
+      break;
+    default:
+      break;
+  }
+  if (mult != 1) digits.pop_back();
+  uint64_t v = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("size '%s' is not a number with an optional K, M or G suffix", text));
+    }
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  return v * mult;
+}
+
+int Fail(const absl::Status& s) {
+  std::fprintf(stderr, "dmalab: %s\n", std::string(s.message()).c_str());
+  return 2;
+}
+
+int RunPlan() {
+  RingPlanRequest req;
+  req.world = absl::GetFlag(FLAGS_ranks);
+  req.elems = absl::GetFlag(FLAGS_elems);
+  absl::StatusOr<DType> dtype = ParseDType(absl::GetFlag(FLAGS_dtype));
+  if (!dtype.ok()) return Fail(dtype.status());
+  req.dtype = *dtype;
+  absl::StatusOr<WireMode> wire = ParseWireMode(absl::GetFlag(FLAGS_wire));
+  if (!wire.ok()) return Fail(wire.status());
+  req.wire = *wire;
+  req.pieces = absl::GetFlag(FLAGS_pieces);
+  req.max_bytes = static_cast<uint64_t>(req.elems) * DTypeBytes(req.dtype);
+  absl::StatusOr<FaultSet> faults = FaultSet::Parse(absl::GetFlag(FLAGS_inject));
+  if (!faults.ok()) return Fail(faults.status());
+  req.faults = *faults;
+  absl::StatusOr<RingPlan> plan = PlanRing(req);
+  if (!plan.ok()) return Fail(plan.status());
+  std::fputs(plan->ToString().c_str(), stdout);
+  return 0;
+}
+
+int RunDemo() {
+  const int world = absl::GetFlag(FLAGS_ranks);
+  absl::StatusOr<DType> dtype = ParseDType(absl::GetFlag(FLAGS_dtype));
+  if (!dtype.ok()) return Fail(dtype.status());
+  absl::StatusOr<uint64_t> lo = ParseSize(absl::GetFlag(FLAGS_b));
+  if (!lo.ok()) return Fail(lo.status());
+  absl::StatusOr<uint64_t> hi = ParseSize(absl::GetFlag(FLAGS_e));
+  if (!hi.ok()) return Fail(hi.status());
+  absl::StatusOr<FaultSet> faults = FaultSet::Parse(absl::GetFlag(FLAGS_inject));
+  if (!faults.ok()) return Fail(faults.status());
+  if (absl::GetFlag(FLAGS_f) < 2) return Fail(absl::InvalidArgumentError("--f must be >= 2"));
+  if (world < kMinWorld || world > kMaxWorld) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrFormat("--ranks is %d; must be in [%d, %d]", world, kMinWorld, kMaxWorld)));
+  }
+  SimDevice dev(world, absl::GetFlag(FLAGS_seed));
+  DmaAllReduceOptions opts;
+  opts.max_bytes = *hi;
+  opts.pieces = absl::GetFlag(FLAGS_pieces);
+  opts.faults = *faults;
+  absl::StatusOr<std::unique_ptr<DmaAllReduce>> ar = DmaAllReduce::Create(&dev, opts);
+  if (!ar.ok()) return Fail(ar.status());
+
+  std::printf("# dmalab demo: simulated DMA ring all-reduce, %d ranks, %s, seed %llu, inject %s\n",
+              world, std::string(DTypeName(*dtype)).c_str(),
+              static_cast<unsigned long long>(dev.seed()), faults->ToString().c_str());
+  std::printf("# inputs are small integers, so the exact sum is known and #wrong counts every\n"
+              "# element of every rank that differs from it\n");
+  std::printf("%12s %12s %6s %7s %8s %10s %10s %10s\n", "size(B)", "count", "type", "pieces",
+              "#wrong", "rank_cons", "findings", "sim_ms");
+  bool failed = false;
+  const int esize = DTypeBytes(*dtype);
+  for (uint64_t size = *lo; size <= *hi; size *= absl::GetFlag(FLAGS_f)) {
+    const int64_t n = static_cast<int64_t>(size / esize / (world * 8) * (world * 8));
+    if (n == 0) continue;
+    std::vector<TensorView> inputs;
+    std::vector<std::vector<int64_t>> ints(world, std::vector<int64_t>(n));
+    for (int r = 0; r < world; ++r) {
+      std::vector<uint8_t> bytes(n * esize);
+      for (int64_t i = 0; i < n; ++i) {
+        ints[r][i] = static_cast<int64_t>((i * 7 + r * 13) % 17) - 8;
+        StoreFromFloat(*dtype, bytes.data(), i, static_cast<float>(ints[r][i]));
+      }
+      absl::StatusOr<MemRef> mem = dev.Allocate(r, bytes.size(), "demo input");
+      if (!mem.ok()) return Fail(mem.status());
+      if (absl::Status s = dev.Write(*mem, bytes); !s.ok()) return Fail(s);
+      inputs.push_back(TensorView{*mem, *dtype, {n}, true});
+    }
+    const auto start = std::chrono::steady_clock::now();
+    absl::StatusOr<std::vector<TensorView>> outs = (*ar)->AllReduce(inputs);
+    if (!outs.ok()) return Fail(outs.status());
+    if (absl::Status s = dev.Synchronize(); !s.ok()) return Fail(s);
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+            .count();
+    int64_t wrong = 0;
+    for (int r = 0; r < world; ++r) {
+      std::vector<uint8_t> bytes(n * esize);
+      if (absl::Status s = dev.Read((*outs)[r].mem.Slice(0, bytes.size()), absl::MakeSpan(bytes));
+          !s.ok()) {
+        return Fail(s);
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        int64_t sum = 0;
+        for (int q = 0; q < world; ++q) sum += ints[q][i];
+        wrong += LoadAsFloat(*dtype, bytes.data(), i) != static_cast<float>(sum);
+      }
+    }
+    absl::StatusOr<std::vector<int>> differing = RanksDifferingFromRank0(dev, *outs);
+    if (!differing.ok()) return Fail(differing.status());
+    const RingPlan plan = *(*ar)->PlanFor(inputs[0]);
+    const int findings = static_cast<int>(dev.findings().findings().size());
+    std::printf("%12llu %12lld %6s %7d %8lld %10s %10d %10.1f\n",
+                static_cast<unsigned long long>(n * esize), static_cast<long long>(n),
+                std::string(DTypeName(*dtype)).c_str(), plan.pieces,
+                static_cast<long long>(wrong), differing->empty() ? "true" : "false", findings,
+                ms);
+    failed |= wrong > 0 || !differing->empty() || findings > 0;
+    for (int r = 0; r < world; ++r) {
+      if (!faults->Has(Fault::kPersistentOutput)) (void)dev.Free((*outs)[r].mem);
+      (void)dev.Free(inputs[r].mem);
+    }
+  }
+  if (!dev.findings().empty()) std::fputs(dev.findings().ToString().c_str(), stdout);
+  std::printf("status=%s\n", failed ? "FAIL" : "PASS");
+  return failed ? 1 : 0;
+}
+
+}  // namespace
+}  // namespace dmalab
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(dmalab::kUsage);
+  if (argc < 2 || std::string(argv[1]) == "help" || std::string(argv[1]) == "--help") {
+    std::puts(dmalab::kUsage);
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string command = argv[1];
+  std::vector<char*> args = {argv[0]};
+  for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
+  std::vector<char*> rest = absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+  if (rest.size() > 1) {
+    std::fprintf(stderr, "dmalab %s: unexpected argument '%s'\n", command.c_str(), rest[1]);
+    return 2;
+  }
+  if (command == "demo") return dmalab::RunDemo();
+  if (command == "plan") return dmalab::RunPlan();
+  std::fprintf(stderr, "dmalab: unknown command '%s'; run `dmalab help`\n", command.c_str());
+  return 2;
+}
