@@ -11,22 +11,23 @@
 #include "common/fill.h"
 #include "common/hash.h"
 #include "common/replay_checks.h"
+#include "common/result_checks.h"
 
 namespace dmalab {
 
-std::string_view FindingKindName(FindingKind kind) {
+std::string_view ReplayFindingKindName(ReplayFindingKind kind) {
   switch (kind) {
-    case FindingKind::kPointerAlias:
+    case ReplayFindingKind::kPointerAlias:
       return "pointer_alias";
-    case FindingKind::kRetainedMismatch:
+    case ReplayFindingKind::kRetainedMismatch:
       return "retained_mismatch";
-    case FindingKind::kRankInconsistent:
+    case ReplayFindingKind::kRankInconsistent:
       return "rank_inconsistent";
-    case FindingKind::kExpectEqual:
+    case ReplayFindingKind::kExpectEqual:
       return "expect_equal";
-    case FindingKind::kFreeFailed:
+    case ReplayFindingKind::kFreeFailed:
       return "free_failed";
-    case FindingKind::kDeviceError:
+    case ReplayFindingKind::kDeviceError:
       return "device_error";
   }
   return "?";
@@ -75,8 +76,8 @@ class Replayer {
 
   absl::StatusOr<LiveTensor> Allocate(const TensorDecl& decl);
   absl::Status ReadInto(const TensorView& view, std::vector<uint8_t>* out);
-  void AddFinding(Finding f);
-  Finding NewFinding(FindingKind kind, int rank) const;
+  void AddFinding(ReplayFinding f);
+  ReplayFinding NewFinding(ReplayFindingKind kind, int rank) const;
   // Records a device failure, which stops the replay and becomes a finding.
   absl::Status Failed(absl::Status s) {
     device_failure_ = s;
@@ -129,7 +130,7 @@ absl::StatusOr<ReplayReport> Replayer::Run() {
   absl::Status s = Steps(s_.steps);
   if (!s.ok() && device_failure_.ok()) return s;  // bad input
   if (!s.ok()) {
-    Finding f = NewFinding(FindingKind::kDeviceError, 0);
+    ReplayFinding f = NewFinding(ReplayFindingKind::kDeviceError, 0);
     f.detail = std::string(s.message());
     AddFinding(std::move(f));
   }
@@ -152,13 +153,18 @@ absl::Status Replayer::Steps(const std::vector<Step>& steps) {
     }
     ++r_.steps_executed;
     step_text_ = step.Describe();
+    d_->SetContext(absl::StrFormat("step %d %s", r_.steps_executed, step.Describe()));
     if (!iterations_.empty()) {
       std::vector<std::string> its;
       for (auto [i, n] : iterations_) its.push_back(absl::StrFormat("%d/%d", i + 1, n));
       absl::StrAppend(&step_text_, " [iteration ", absl::StrJoin(its, ", "), "]");
     }
     if (absl::Status s = One(step); !s.ok()) return s;
-    if (absl::Status s = VerifyRetained(); !s.ok()) return s;
+    // Retain, unretain and expect_equal enqueue no device work: nothing can have changed.
+    if (step.kind != StepKind::kRetain && step.kind != StepKind::kUnretain &&
+        step.kind != StepKind::kExpectEqual) {
+      if (absl::Status s = VerifyRetained(); !s.ok()) return s;
+    }
     CheckAliases();
   }
   return absl::OkStatus();
@@ -271,7 +277,7 @@ absl::Status Replayer::AllReduce(const Step& step) {
     if (changed == 0) continue;
     rec.rank_consistent = false;
     r_.rank_consistent = false;
-    Finding f = NewFinding(FindingKind::kRankInconsistent, rank);
+    ReplayFinding f = NewFinding(ReplayFindingKind::kRankInconsistent, rank);
     f.storage = {{rec.output, out.views[0].mem}, {rec.output, out.views[rank].mem}};
     f.elems = changed;
     f.of_elems = rec.elems;
@@ -329,7 +335,7 @@ absl::Status Replayer::VerifyRetained() {
           CountChangedElems(ret.snapshot[rank], buf_, DTypeBytes(t.decl->dtype), &first);
       if (changed <= ret.max_changed[rank]) continue;
       if (ret.max_changed[rank] == 0) {
-        Finding f = NewFinding(FindingKind::kRetainedMismatch, rank);
+        ReplayFinding f = NewFinding(ReplayFindingKind::kRetainedMismatch, rank);
         f.storage = {{name, t.views[rank].mem}};
         f.elems = changed;
         f.of_elems = t.decl->elems();
@@ -357,7 +363,7 @@ absl::Status Replayer::ExpectEqual(const Step& step) {
     int64_t first = 0;
     const int64_t changed = CountChangedElems(buf0_, buf_, DTypeBytes(a.decl->dtype), &first);
     if (changed == 0) continue;
-    Finding f = NewFinding(FindingKind::kExpectEqual, rank);
+    ReplayFinding f = NewFinding(ReplayFindingKind::kExpectEqual, rank);
     f.storage = {{step.a, a.views[rank].mem}, {step.b, b.views[rank].mem}};
     f.elems = changed;
     f.of_elems = a.decl->elems();
@@ -378,7 +384,7 @@ void Replayer::Release(const std::string& name, bool at_end) {
   for (int rank = 0; rank < s_.world; ++rank) {
     absl::Status s = d_->Free(t.allocations[rank]);
     if (s.ok()) continue;
-    Finding f = NewFinding(FindingKind::kFreeFailed, rank);
+    ReplayFinding f = NewFinding(ReplayFindingKind::kFreeFailed, rank);
     if (at_end) f.step_index = 0;
     f.storage = {{name, t.allocations[rank]}};
     f.detail = absl::StrFormat("freeing '%s' (made by %s) failed: %s", name, t.origin, s.message());
@@ -387,35 +393,37 @@ void Replayer::Release(const std::string& name, bool at_end) {
 }
 
 void Replayer::CheckAliases() {
-  std::vector<NamedStorage> storage;
+  std::vector<LiveResult> live;
   for (const auto& [name, t] : live_) {
-    for (const TensorView& v : t.views) storage.push_back({name, v.mem.Slice(0, v.bytes())});
+    for (const TensorView& v : t.views) live.push_back({name, v});
   }
   // One finding per pair of tensors while they stay live together, naming every rank.
-  std::map<std::pair<std::string, std::string>, std::vector<std::pair<size_t, size_t>>> pairs;
-  for (auto [i, j] : FindOverlaps(storage)) {
-    if (storage[i].tensor == storage[j].tensor) continue;
-    auto key = std::minmax(storage[i].tensor, storage[j].tensor);
-    pairs[{key.first, key.second}].emplace_back(i, j);
+  std::map<std::pair<std::string, std::string>, std::vector<ResultAlias>> pairs;
+  for (const ResultAlias& a : FindResultAliases(live)) {
+    if (a.first == a.second) continue;
+    const auto key = std::minmax(a.first, a.second);
+    pairs[{key.first, key.second}].push_back(a);
   }
   for (const auto& [key, hits] : pairs) {
     r_.pointer_alias = true;
     if (!reported_aliases_.insert(key).second) continue;
-    const auto [i, j] = hits.front();
+    const ResultAlias& a = hits.front();
     std::vector<int> ranks;
-    for (auto [x, y] : hits) ranks.push_back(storage[x].mem.rank);
-    Finding f = NewFinding(FindingKind::kPointerAlias, storage[i].mem.rank);
-    f.storage = {{storage[i].tensor, storage[i].mem}, {storage[j].tensor, storage[j].mem}};
+    for (const ResultAlias& h : hits) ranks.push_back(h.rank);
+    ReplayFinding f = NewFinding(ReplayFindingKind::kPointerAlias, a.rank);
+    f.storage = {{a.first, live_.at(a.first).views[a.rank].mem},
+                 {a.second, live_.at(a.second).views[a.rank].mem}};
     f.detail = absl::StrFormat(
-        "live tensors '%s' (made by %s) and '%s' (made by %s) share storage on rank(s) %s",
-        key.first, live_.at(key.first).origin, key.second, live_.at(key.second).origin,
+        "live tensors '%s' (made by %s) and '%s' (made by %s) share bytes [0x%x, 0x%x) on "
+        "rank(s) %s",
+        a.first, live_.at(a.first).origin, a.second, live_.at(a.second).origin, a.lo, a.hi,
         absl::StrJoin(ranks, ","));
     AddFinding(std::move(f));
   }
 }
 
-Finding Replayer::NewFinding(FindingKind kind, int rank) const {
-  Finding f;
+ReplayFinding Replayer::NewFinding(ReplayFindingKind kind, int rank) const {
+  ReplayFinding f;
   f.kind = kind;
   f.step_index = r_.steps_executed;
   f.step = step_text_;
@@ -423,7 +431,7 @@ Finding Replayer::NewFinding(FindingKind kind, int rank) const {
   return f;
 }
 
-void Replayer::AddFinding(Finding f) {
+void Replayer::AddFinding(ReplayFinding f) {
   ++r_.findings_total;
   if (static_cast<int64_t>(r_.findings.size()) < o_.max_findings)
     r_.findings.push_back(std::move(f));
@@ -452,16 +460,18 @@ std::vector<std::string> CompareWithExpectation(const Expectation& expect,
                                     pass_fail(report.pass())));
   }
   if (expect.pointer_alias && *expect.pointer_alias != report.pointer_alias) {
-    diffs.push_back(absl::StrFormat("pointer_alias: expected %v, got %v", *expect.pointer_alias,
-                                    report.pointer_alias));
+    diffs.push_back(absl::StrFormat("pointer_alias: expected %s, got %s",
+                                    *expect.pointer_alias ? "true" : "false",
+                                    report.pointer_alias ? "true" : "false"));
   }
   if (expect.retained_mismatches && *expect.retained_mismatches != report.retained_mismatches) {
     diffs.push_back(absl::StrFormat("retained_mismatches: expected %d, got %d",
                                     *expect.retained_mismatches, report.retained_mismatches));
   }
   if (expect.rank_consistent && *expect.rank_consistent != report.rank_consistent) {
-    diffs.push_back(absl::StrFormat("rank_consistent: expected %v, got %v", *expect.rank_consistent,
-                                    report.rank_consistent));
+    diffs.push_back(absl::StrFormat("rank_consistent: expected %s, got %s",
+                                    *expect.rank_consistent ? "true" : "false",
+                                    report.rank_consistent ? "true" : "false"));
   }
   return diffs;
 }

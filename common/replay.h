@@ -6,8 +6,8 @@
 //     not start addresses);
 //   - rank consistency: after every all_reduce all ranks' outputs are bit-identical;
 //   - frees succeed: releasing a default-form result returns an allocation of its own.
-// Any violation is a Finding and makes the verdict FAIL. The same scenario replays unchanged on
-// SimDevice and CudaDevice; the output hash of each all-reduce (common/hash.h) is computed from
+// Any violation is a ReplayFinding and makes the verdict FAIL. The same scenario replays unchanged
+// on SimDevice and CudaDevice; the output hash of each all-reduce (common/hash.h) is computed from
 // the bytes read back, so it compares across devices.
 #ifndef DMALAB_COMMON_REPLAY_H_
 #define DMALAB_COMMON_REPLAY_H_
@@ -33,7 +33,7 @@ struct ReplayOptions {
   int max_findings = 64;         // findings kept in the report; later ones are only counted
 };
 
-enum class FindingKind {
+enum class ReplayFindingKind {
   kPointerAlias,      // two live tensors overlap on a rank
   kRetainedMismatch,  // a retained tensor's bits changed on a rank
   kRankInconsistent,  // an all-reduce output differs from rank 0's on a rank
@@ -44,7 +44,7 @@ enum class FindingKind {
 
 // "pointer_alias", "retained_mismatch", "rank_inconsistent", "expect_equal", "free_failed",
 // "device_error".
-std::string_view FindingKindName(FindingKind kind);
+std::string_view ReplayFindingKindName(ReplayFindingKind kind);
 
 // Storage a finding involves: a tensor's view on one rank.
 struct StorageRef {
@@ -52,8 +52,8 @@ struct StorageRef {
   MemRef mem;
 };
 
-struct Finding {
-  FindingKind kind = FindingKind::kDeviceError;
+struct ReplayFinding {
+  ReplayFindingKind kind = ReplayFindingKind::kDeviceError;
   int64_t step_index = 0;  // 1-based ordinal among executed steps; 0 after the last step
   std::string step;        // Step::Describe(), with repeat iterations
   int rank = 0;
@@ -86,7 +86,7 @@ struct ReplayReport {
   int64_t steps_executed = 0;
   std::vector<AllReduceRecord> all_reduces;
 
-  std::vector<Finding> findings;  // the first ReplayOptions::max_findings
+  std::vector<ReplayFinding> findings;  // the first ReplayOptions::max_findings
   int64_t findings_total = 0;
 
   bool pointer_alias = false;

@@ -7,6 +7,8 @@
 
 namespace dmalab {
 
+const char* BoolText(bool b) { return b ? "true" : "false"; }
+
 std::string WithThousands(int64_t value) {
   const std::string digits = absl::StrFormat("%d", value);
   const size_t sign = value < 0 ? 1 : 0;
@@ -26,9 +28,9 @@ std::string FormatStorage(const MemRef& mem) {
 
 std::string SummaryLine(const ReplayReport& r) {
   return absl::StrFormat(
-      "pointer_alias=%v  retained_mismatches=%s / %s  rank_consistent=%v  status=%s",
-      r.pointer_alias, WithThousands(r.retained_mismatches), WithThousands(r.retained_elems),
-      r.rank_consistent, r.pass() ? "PASS" : "FAIL");
+      "pointer_alias=%s  retained_mismatches=%s / %s  rank_consistent=%s  status=%s",
+      BoolText(r.pointer_alias), WithThousands(r.retained_mismatches),
+      WithThousands(r.retained_elems), BoolText(r.rank_consistent), r.pass() ? "PASS" : "FAIL");
 }
 
 std::string FormatReportText(const ReplayReport& r) {
@@ -42,7 +44,7 @@ std::string FormatReportText(const ReplayReport& r) {
                           WithThousands(a.elems), WithThousands(static_cast<int64_t>(a.bytes)),
                           HashString(a.hash), a.rank_consistent ? "" : " RANKS DIFFER");
   }
-  for (const Finding& f : r.findings) {
+  for (const ReplayFinding& f : r.findings) {
     std::vector<std::string> storage;
     for (const StorageRef& s : f.storage) {
       storage.push_back(absl::StrFormat("'%s' %s", s.tensor, FormatStorage(s.mem)));
@@ -50,7 +52,7 @@ std::string FormatReportText(const ReplayReport& r) {
     const std::string where =
         f.step_index > 0 ? absl::StrFormat("step %d %s", f.step_index, f.step) : f.step;
     absl::StrAppendFormat(&out, "FINDING %s: %s, rank %d: %s; storage: %s\n",
-                          FindingKindName(f.kind), where, f.rank, f.detail,
+                          ReplayFindingKindName(f.kind), where, f.rank, f.detail,
                           absl::StrJoin(storage, "; "));
   }
   if (r.findings_total > static_cast<int64_t>(r.findings.size())) {
@@ -96,9 +98,9 @@ std::string FormatReportJson(const ReplayReport& r) {
   }
   w.EndArray();
   w.Key("findings").BeginArray();
-  for (const Finding& f : r.findings) {
+  for (const ReplayFinding& f : r.findings) {
     w.BeginObject();
-    w.Key("kind").String(FindingKindName(f.kind)).Key("step_index").Int(f.step_index);
+    w.Key("kind").String(ReplayFindingKindName(f.kind)).Key("step_index").Int(f.step_index);
     w.Key("step").String(f.step).Key("rank").Int(f.rank);
     w.Key("storage").BeginArray();
     for (const StorageRef& s : f.storage) {

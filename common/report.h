@@ -17,6 +17,9 @@
 
 namespace dmalab {
 
+// "true" or "false".
+const char* BoolText(bool b);
+
 // "16,803,840"; "-1,024"; "0".
 std::string WithThousands(int64_t value);
 
