@@ -29,6 +29,8 @@ std::string_view ReplayFindingKindName(ReplayFindingKind kind) {
       return "free_failed";
     case ReplayFindingKind::kDeviceError:
       return "device_error";
+    case ReplayFindingKind::kDeviceChecker:
+      return "device_checker";
   }
   return "?";
 }
@@ -73,6 +75,7 @@ class Replayer {
   void Release(const std::string& name, bool at_end);
   absl::Status VerifyRetained();
   void CheckAliases();
+  void PollDeviceFindings();
 
   absl::StatusOr<LiveTensor> Allocate(const TensorDecl& decl);
   absl::Status ReadInto(const TensorView& view, std::vector<uint8_t>* out);
@@ -137,6 +140,7 @@ absl::StatusOr<ReplayReport> Replayer::Run() {
   // Return whatever is still live, so a device's allocator sees a clean end.
   step_text_ = "end of scenario";
   while (!live_.empty()) Release(live_.begin()->first, /*at_end=*/true);
+  PollDeviceFindings();
   return std::move(r_);
 }
 
@@ -166,6 +170,7 @@ absl::Status Replayer::Steps(const std::vector<Step>& steps) {
       if (absl::Status s = VerifyRetained(); !s.ok()) return s;
     }
     CheckAliases();
+    PollDeviceFindings();
   }
   return absl::OkStatus();
 }
@@ -418,6 +423,15 @@ void Replayer::CheckAliases() {
         "rank(s) %s",
         a.first, live_.at(a.first).origin, a.second, live_.at(a.second).origin, a.lo, a.hi,
         absl::StrJoin(ranks, ","));
+    AddFinding(std::move(f));
+  }
+}
+
+void Replayer::PollDeviceFindings() {
+  if (!o_.poll_device_findings) return;
+  for (std::string& line : o_.poll_device_findings()) {
+    ReplayFinding f = NewFinding(ReplayFindingKind::kDeviceChecker, 0);
+    f.detail = std::move(line);
     AddFinding(std::move(f));
   }
 }

@@ -13,6 +13,7 @@
 #define DMALAB_COMMON_REPLAY_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -31,6 +32,10 @@ struct ReplayOptions {
   std::optional<uint64_t> seed;  // replaces the scenario's seed (fill contents) when set
   int pieces = 2;                // DmaAllReduceOptions::pieces
   int max_findings = 64;         // findings kept in the report; later ones are only counted
+  // Optional: polled after every step for what the device's own checkers found since the last
+  // poll (SimDevice: races, use after free or reuse, deadlocks), one line each. Each line
+  // becomes a kDeviceChecker finding of that step.
+  std::function<std::vector<std::string>()> poll_device_findings;
 };
 
 enum class ReplayFindingKind {
@@ -40,10 +45,11 @@ enum class ReplayFindingKind {
   kExpectEqual,       // expect_equal found differing elements on a rank
   kFreeFailed,        // Device::Free refused a released tensor's storage
   kDeviceError,       // the device failed while executing; the replay stopped
+  kDeviceChecker,     // the device's own checker reported something (poll_device_findings)
 };
 
 // "pointer_alias", "retained_mismatch", "rank_inconsistent", "expect_equal", "free_failed",
-// "device_error".
+// "device_error", "device_checker".
 std::string_view ReplayFindingKindName(ReplayFindingKind kind);
 
 // Storage a finding involves: a tensor's view on one rank.
