@@ -102,11 +102,6 @@ TEST(ReplayTest, PersistentOutputOverwritesTheRetainedResidual) {
   EXPECT_EQ(alias.storage[0].mem.addr, alias.storage[1].mem.addr);
 }
 
-TEST(ReplayTest, DISABLED_PrintIncidentReport) {
-  std::cout << FormatReportText(MustReplay(kIncident, "persistent-output"));
-  std::cout << FormatReportJson(MustReplay(kIncident, "persistent-output")) << "\n";
-}
-
 TEST(ReplayTest, TheFaultChangesLifetimesNotNumerics) {
   const ReplayReport fixed = MustReplay(kIncident, "none");
   const ReplayReport broken = MustReplay(kIncident, "persistent-output");
