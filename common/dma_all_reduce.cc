@@ -80,7 +80,7 @@ absl::StatusOr<std::unique_ptr<DmaAllReduce>> DmaAllReduce::Create(
 }
 
 absl::Status DmaAllReduce::Init() {
-  const SlabLayout slab = LayoutSlab(world_, options_.max_bytes);
+  const SlabLayout slab = LayoutSlab(world_, options_.max_bytes, options_.wire);
   ranks_.resize(world_);
   for (int r = 0; r < world_; ++r) {
     RankState& rs = ranks_[r];
@@ -99,6 +99,11 @@ absl::Status DmaAllReduce::Init() {
           device_->CreateStream(r, kind, absl::StrCat("all_reduce ", std::string(PlanStreamName(ps))));
       if (!s.ok()) return s.status();
       rs.streams[static_cast<int>(ps)] = *s;
+    }
+    for (int i = 0; i < slab.num_staging_areas; ++i) {
+      absl::StatusOr<MemRef> st = device_->Allocate(r, slab.staging_area_bytes, "all_reduce staging");
+      if (!st.ok()) return st.status();
+      rs.staging.push_back(*st);
     }
     if (options_.faults.Has(Fault::kPersistentOutput)) {
       absl::StatusOr<MemRef> ws =
@@ -245,7 +250,6 @@ absl::Status DmaAllReduce::Run(const RingPlan& plan, absl::Span<const TensorView
   }
   for (int r = 0; r < world_; ++r) {
     RankState& rs = ranks_[r];
-    const int succ = (r + 1) % world_;
     auto resolve = [&](const Slice& s) -> MemRef {
       switch (s.region) {
         case Region::kInput:
@@ -256,7 +260,7 @@ absl::Status DmaAllReduce::Run(const RingPlan& plan, absl::Span<const TensorView
           return rs.slab.Slice(slab.scratch_offset + s.slot * slab.scratch_area_bytes + s.offset,
                                s.bytes);
         case Region::kPeerScratch:
-          return ranks_[succ].slab.Slice(
+          return ranks_[s.peer].slab.Slice(
               slab.scratch_offset + s.slot * slab.scratch_area_bytes + s.offset, s.bytes);
         case Region::kStaging:
           return rs.staging[s.slot].Slice(s.offset, s.bytes);

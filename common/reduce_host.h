@@ -25,7 +25,10 @@ struct HostOperand {
 absl::Status ValidateReduce(DType dtype, const Operand& dst, absl::Span<const Operand> terms,
                             int64_t elems);
 
-// dst = encode(sum of decoded terms). dst may alias a term exactly (element-wise in place).
+// dst = encode(sum of decoded terms), a block (128 elements) at a time for block codecs; see
+// common/codec.h for the block arithmetic and layout. dst may alias a term exactly (same
+// address and codec: in place); an aliased term of another codec, or a block codec without bf16
+// and whole blocks, is an InvalidArgument error.
 absl::Status ReduceHost(DType dtype, uint8_t* dst, Codec dst_codec,
                         absl::Span<const HostOperand> terms, int64_t elems);
 

@@ -37,7 +37,7 @@ std::string SliceString(const Slice& s) {
       where = absl::StrCat("scratch", s.slot);
       break;
     case Region::kPeerScratch:
-      where = absl::StrCat("succ.scratch", s.slot);
+      where = absl::StrCat("r", s.peer, ".scratch", s.slot);
       break;
     case Region::kStaging:
       where = absl::StrCat("staging", s.slot);

@@ -33,6 +33,7 @@ enum class Region {
 struct Slice {
   Region region = Region::kInput;
   int slot = 0;             // scratch or staging area index
+  int peer = 0;             // kPeerScratch: the rank whose scratch it is
   uint64_t offset = 0;      // bytes from the region's start
   uint64_t bytes = 0;       // bytes covered (encoded size for block codecs)
   Codec codec = Codec::kPlain;

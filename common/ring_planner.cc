@@ -17,8 +17,15 @@ class RankPlanBuilder {
   RankPlanBuilder(const RingPlan& plan, int rank, std::vector<PlanOp>* ops, uint64_t* sent_bytes)
       : plan_(plan), rank_(rank), ops_(ops), sent_bytes_(sent_bytes) {
     const int64_t per_piece = (plan.chunk_elems + plan.pieces - 1) / plan.pieces;
-    piece_elems_ = static_cast<int64_t>(RoundUp(static_cast<uint64_t>(per_piece), 8));
+    const uint64_t align = plan.wire == WireMode::kNative ? 8 : kCodecBlockElems;
+    piece_elems_ = static_cast<int64_t>(RoundUp(static_cast<uint64_t>(per_piece), align));
   }
+
+  int rank() const { return rank_; }
+  int world() const { return plan_.world; }
+  int pieces() const { return plan_.pieces; }
+  int Succ() const { return Mod(rank_ + 1, plan_.world); }
+  int Pred() const { return Mod(rank_ - 1, plan_.world); }
 
   int64_t PieceElems(int p) const {
     const int64_t begin = p * piece_elems_;
@@ -33,15 +40,27 @@ class RankPlanBuilder {
   uint64_t ChunkBytes() const {
     return static_cast<uint64_t>(plan_.chunk_elems) * DTypeBytes(plan_.dtype);
   }
+  // Encoded pieces are laid out one after another, each starting 16-byte aligned.
+  uint64_t EncodedPieceOffset(int p) const {
+    uint64_t off = 0;
+    for (int q = 0; q < p; ++q) off += RoundUp(EncodedBytes(codec(), plan_.dtype, PieceElems(q)), 16);
+    return off;
+  }
+  Codec codec() const { return WireCodec(plan_.wire); }
 
   // Piece p of chunk c of the input or output tensor.
   Slice Tensor(Region region, int chunk, int p) const {
-    return Slice{region, 0, chunk * ChunkBytes() + PieceOffsetBytes(p), PieceBytes(p),
+    return Slice{region, 0, 0, chunk * ChunkBytes() + PieceOffsetBytes(p), PieceBytes(p),
                  Codec::kPlain};
   }
-  // Piece p of scratch area `slot` (own or the successor's).
-  Slice Scratch(Region region, int slot, int p) const {
-    return Slice{region, slot, PieceOffsetBytes(p), PieceBytes(p), Codec::kPlain};
+  // Piece p of scratch area `slot`: own (kScratch) or rank `peer`'s (kPeerScratch).
+  Slice Scratch(Region region, int slot, int p, int peer = 0) const {
+    return Slice{region, slot, peer, PieceOffsetBytes(p), PieceBytes(p), Codec::kPlain};
+  }
+  // The same, holding the block-encoded piece.
+  Slice Encoded(Region region, int slot, int p, int peer = 0) const {
+    return Slice{region, slot, peer, EncodedPieceOffset(p),
+                 EncodedBytes(codec(), plan_.dtype, PieceElems(p)), codec()};
   }
 
   int NewEvent() { return next_event_++; }
@@ -51,6 +70,11 @@ class RankPlanBuilder {
     PlanOp op = Base(OpKind::kRecord, s, ph, step, piece);
     op.event = event;
     ops_->push_back(op);
+  }
+  int RecordNew(PlanStream s, Phase ph, int step, int piece) {
+    const int e = NewEvent();
+    Record(s, ph, step, piece, e);
+    return e;
   }
   void WaitEvent(PlanStream s, Phase ph, int step, int piece, int event) {
     PlanOp op = Base(OpKind::kWaitEvent, s, ph, step, piece);
@@ -64,12 +88,11 @@ class RankPlanBuilder {
     op.terms = {src};
     ops_->push_back(op);
   }
-  void Reduce(PlanStream s, Phase ph, int step, int piece, Slice dst, std::vector<Slice> terms,
-              int64_t elems) {
+  void Reduce(PlanStream s, Phase ph, int step, int piece, Slice dst, std::vector<Slice> terms) {
     PlanOp op = Base(OpKind::kReduce, s, ph, step, piece);
     op.dst = dst;
     op.terms = std::move(terms);
-    op.elems = elems;
+    op.elems = PieceElems(piece);
     ops_->push_back(op);
   }
   void Signal(PlanStream s, Phase ph, int step, int piece, int flag, int peer) {
@@ -82,6 +105,13 @@ class RankPlanBuilder {
     PlanOp op = Base(OpKind::kWaitFlag, s, ph, step, piece);
     op.flag = flag;
     ops_->push_back(op);
+  }
+  // Send stream copies src to the peer's scratch, then the flag stream signals the peer.
+  void SendAndSignal(Phase ph, int step, int p, Slice dst, Slice src, int flag, int peer) {
+    Copy(PlanStream::kSend, ph, step, p, dst, src);
+    const int ev_sent = RecordNew(PlanStream::kSend, ph, step, p);
+    WaitEvent(PlanStream::kFlag, ph, step, p, ev_sent);
+    Signal(PlanStream::kFlag, ph, step, p, flag, peer);
   }
 
  private:
@@ -103,98 +133,222 @@ class RankPlanBuilder {
   int next_event_ = 0;
 };
 
-// The uncompressed ring: reduce-scatter with first-touch adds, all-gather with placement
-// copies, end-of-call handshake (DESIGN.md section 3).
-void PlanNativeRank(const RingPlan& plan, const FaultSet& faults, int r, RankPlanBuilder& b) {
-  const int w = plan.world;
-  const int np = plan.pieces;
-  const int succ = Mod(r + 1, w);
-  const int pred = Mod(r - 1, w);
-  auto rs_flag = [&](int k, int p) { return k * np + p; };
-  auto ag_flag = [&](int g, int p) { return (w - 1) * np + g * np + p; };
-  const int hs_flag = 2 * (w - 1) * np;
+// Flag slot numbering: reduce-scatter (or all-to-all) slots, then all-gather, then handshake.
+int RsFlag(const RankPlanBuilder& b, int k, int p) { return k * b.pieces() + p; }
+int AgFlag(const RankPlanBuilder& b, int g, int p) {
+  return (b.world() - 1) * b.pieces() + g * b.pieces() + p;
+}
+int HandshakeFlag(const RankPlanBuilder& b) { return 2 * (b.world() - 1) * b.pieces(); }
 
-  const int ev_in = b.NewEvent();
-  b.Record(PlanStream::kCompute, Phase::kEntry, 0, 0, ev_in);
-  b.WaitEvent(PlanStream::kSend, Phase::kEntry, 0, 0, ev_in);
-
-  // Reduce-scatter: at step k send the partial of chunk (r-k); receive chunk (r-1-k) into
-  // scratch slot k and first-touch add the own input chunk into the output.
-  std::vector<std::vector<int>> ev_add(w - 1, std::vector<int>(np));
+// Reduce-scatter with a bf16 (native) payload: at step k send the partial of chunk (r-k);
+// receive chunk (r-1-k) into scratch slot k and first-touch add the own input chunk into the
+// output. Returns, per piece, the event after which the own chunk (r+1) is final.
+std::vector<int> PlanReduceScatterNative(RankPlanBuilder& b, const FaultSet& faults) {
+  const int w = b.world(), r = b.rank();
+  const Phase ph = Phase::kReduceScatter;
+  std::vector<int> ev_add(b.pieces(), -1);
   for (int k = 0; k < w - 1; ++k) {
-    const int send_chunk = Mod(r - k, w);
-    const int recv_chunk = Mod(r - 1 - k, w);
-    for (int p = 0; p < np; ++p) {
-      const Phase ph = Phase::kReduceScatter;
-      if (k > 0) b.WaitEvent(PlanStream::kSend, ph, k, p, ev_add[k - 1][p]);
+    for (int p = 0; p < b.pieces(); ++p) {
+      if (k > 0) b.WaitEvent(PlanStream::kSend, ph, k, p, ev_add[p]);
       const Region src = k == 0 ? Region::kInput : Region::kOutput;
-      b.Copy(PlanStream::kSend, ph, k, p, b.Scratch(Region::kPeerScratch, k, p),
-             b.Tensor(src, send_chunk, p));
-      const int ev_sent = b.NewEvent();
-      b.Record(PlanStream::kSend, ph, k, p, ev_sent);
-      b.WaitEvent(PlanStream::kFlag, ph, k, p, ev_sent);
-      b.Signal(PlanStream::kFlag, ph, k, p, rs_flag(k, p), succ);
+      b.SendAndSignal(ph, k, p, b.Scratch(Region::kPeerScratch, k, p, b.Succ()),
+                      b.Tensor(src, Mod(r - k, w), p), RsFlag(b, k, p), b.Succ());
       if (!faults.Has(Fault::kDropCopyWait)) {
-        b.WaitFlag(PlanStream::kCompute, ph, k, p, rs_flag(k, p));
+        b.WaitFlag(PlanStream::kCompute, ph, k, p, RsFlag(b, k, p));
       }
-      b.Reduce(PlanStream::kCompute, ph, k, p, b.Tensor(Region::kOutput, recv_chunk, p),
-               {b.Scratch(Region::kScratch, k, p), b.Tensor(Region::kInput, recv_chunk, p)},
-               b.PieceElems(p));
-      ev_add[k][p] = b.NewEvent();
-      b.Record(PlanStream::kCompute, ph, k, p, ev_add[k][p]);
+      const int chunk = Mod(r - 1 - k, w);
+      b.Reduce(PlanStream::kCompute, ph, k, p, b.Tensor(Region::kOutput, chunk, p),
+               {b.Scratch(Region::kScratch, k, p), b.Tensor(Region::kInput, chunk, p)});
+      ev_add[p] = b.RecordNew(PlanStream::kCompute, ph, k, p);
     }
   }
+  return ev_add;
+}
 
-  // All-gather: at step g forward chunk (r+1-g) to the successor's slot w-1+g; receive chunk
-  // (r-g) and place it into the output with a local copy.
-  std::vector<std::vector<int>> ev_land(w - 1, std::vector<int>(np));
-  for (int g = 0; g < w - 1; ++g) {
-    const int send_chunk = Mod(r + 1 - g, w);
-    const int recv_chunk = Mod(r - g, w);
-    const int slot = w - 1 + g;
-    for (int p = 0; p < np; ++p) {
-      const Phase ph = Phase::kAllGather;
-      Slice src;
-      if (g == 0) {
-        b.WaitEvent(PlanStream::kSend, ph, g, p, ev_add[w - 2][p]);
-        src = b.Tensor(Region::kOutput, send_chunk, p);
-      } else {
-        b.WaitEvent(PlanStream::kSend, ph, g, p, ev_land[g - 1][p]);
-        src = b.Scratch(Region::kScratch, slot - 1, p);
+// Reduce-scatter that requantizes on every hop: the payload of step k is staging slot k; a
+// receiver decodes the landed blocks, adds its input in fp32 and encodes the next payload; the
+// last hop writes the plain sum into the output.
+std::vector<int> PlanReduceScatterRequantized(RankPlanBuilder& b, const FaultSet& faults) {
+  const int w = b.world(), r = b.rank();
+  const Phase ph = Phase::kReduceScatter;
+  std::vector<int> ev_payload(b.pieces(), -1), ev_final(b.pieces(), -1);
+  for (int p = 0; p < b.pieces(); ++p) {
+    b.Reduce(PlanStream::kCompute, ph, 0, p, b.Encoded(Region::kStaging, 0, p),
+             {b.Tensor(Region::kInput, r, p)});
+    ev_payload[p] = b.RecordNew(PlanStream::kCompute, ph, 0, p);
+  }
+  for (int k = 0; k < w - 1; ++k) {
+    for (int p = 0; p < b.pieces(); ++p) {
+      b.WaitEvent(PlanStream::kSend, ph, k, p, ev_payload[p]);
+      b.SendAndSignal(ph, k, p, b.Encoded(Region::kPeerScratch, k, p, b.Succ()),
+                      b.Encoded(Region::kStaging, k, p), RsFlag(b, k, p), b.Succ());
+      if (!faults.Has(Fault::kDropCopyWait)) {
+        b.WaitFlag(PlanStream::kCompute, ph, k, p, RsFlag(b, k, p));
       }
-      b.Copy(PlanStream::kSend, ph, g, p, b.Scratch(Region::kPeerScratch, slot, p), src);
-      const int ev_sent = b.NewEvent();
-      b.Record(PlanStream::kSend, ph, g, p, ev_sent);
-      b.WaitEvent(PlanStream::kFlag, ph, g, p, ev_sent);
-      b.Signal(PlanStream::kFlag, ph, g, p, ag_flag(g, p), succ);
-      b.WaitFlag(PlanStream::kCompute, ph, g, p, ag_flag(g, p));
-      ev_land[g][p] = b.NewEvent();
-      b.Record(PlanStream::kCompute, ph, g, p, ev_land[g][p]);
-      b.WaitEvent(PlanStream::kPlace, ph, g, p, ev_land[g][p]);
-      b.Copy(PlanStream::kPlace, ph, g, p, b.Tensor(Region::kOutput, recv_chunk, p),
+      const int chunk = Mod(r - 1 - k, w);
+      const std::vector<Slice> terms = {b.Encoded(Region::kScratch, k, p),
+                                        b.Tensor(Region::kInput, chunk, p)};
+      if (k < w - 2) {
+        b.Reduce(PlanStream::kCompute, ph, k, p, b.Encoded(Region::kStaging, k + 1, p), terms);
+        ev_payload[p] = b.RecordNew(PlanStream::kCompute, ph, k, p);
+      } else {
+        b.Reduce(PlanStream::kCompute, ph, k, p, b.Tensor(Region::kOutput, chunk, p), terms);
+        ev_final[p] = b.RecordNew(PlanStream::kCompute, ph, k, p);
+      }
+    }
+  }
+  return ev_final;
+}
+
+// All-to-all reduce-scatter: every rank encodes each input chunk once and sends it straight
+// to the chunk's owner (rank c-1 owns chunk c); the owner sums all ranks' contributions in rank
+// order in fp32. Sender r lands in owner t's scratch slot (r-t-1) mod w.
+std::vector<int> PlanReduceScatterAllToAll(RankPlanBuilder& b, const FaultSet& faults) {
+  const int w = b.world(), r = b.rank();
+  const Phase ph = Phase::kReduceScatter;
+  for (int j = 0; j < w - 1; ++j) {
+    const int owner = Mod(r + 1 + j, w);
+    const int slot = Mod(r - owner - 1, w);
+    for (int p = 0; p < b.pieces(); ++p) {
+      b.Reduce(PlanStream::kCompute, ph, j, p, b.Encoded(Region::kStaging, j, p),
+               {b.Tensor(Region::kInput, Mod(owner + 1, w), p)});
+      b.WaitEvent(PlanStream::kSend, ph, j, p, b.RecordNew(PlanStream::kCompute, ph, j, p));
+      b.SendAndSignal(ph, j, p, b.Encoded(Region::kPeerScratch, slot, p, owner),
+                      b.Encoded(Region::kStaging, j, p), RsFlag(b, slot, p), owner);
+    }
+  }
+  std::vector<int> ev_final(b.pieces(), -1);
+  const int own = Mod(r + 1, w);
+  for (int p = 0; p < b.pieces(); ++p) {
+    std::vector<Slice> terms;
+    for (int q = 0; q < w; ++q) {
+      if (q == r) {
+        terms.push_back(b.Tensor(Region::kInput, own, p));
+        continue;
+      }
+      const int slot = Mod(q - r - 1, w);
+      if (!faults.Has(Fault::kDropCopyWait)) {
+        b.WaitFlag(PlanStream::kCompute, ph, slot, p, RsFlag(b, slot, p));
+      }
+      terms.push_back(b.Encoded(Region::kScratch, slot, p));
+    }
+    b.Reduce(PlanStream::kCompute, ph, w - 1, p, b.Tensor(Region::kOutput, own, p), terms);
+    ev_final[p] = b.RecordNew(PlanStream::kCompute, ph, w - 1, p);
+  }
+  return ev_final;
+}
+
+// All-gather of plain chunks: at step g forward chunk (r+1-g) to the successor's slot w-1+g;
+// receive chunk (r-g) and place it into the output with a local copy.
+void PlanAllGatherNative(RankPlanBuilder& b, const std::vector<int>& ev_final) {
+  const int w = b.world(), r = b.rank();
+  const Phase ph = Phase::kAllGather;
+  std::vector<int> ev_land = ev_final;
+  for (int g = 0; g < w - 1; ++g) {
+    const int slot = w - 1 + g;
+    for (int p = 0; p < b.pieces(); ++p) {
+      b.WaitEvent(PlanStream::kSend, ph, g, p, ev_land[p]);
+      const Slice src = g == 0 ? b.Tensor(Region::kOutput, Mod(r + 1, w), p)
+                               : b.Scratch(Region::kScratch, slot - 1, p);
+      b.SendAndSignal(ph, g, p, b.Scratch(Region::kPeerScratch, slot, p, b.Succ()), src,
+                      AgFlag(b, g, p), b.Succ());
+      b.WaitFlag(PlanStream::kCompute, ph, g, p, AgFlag(b, g, p));
+      ev_land[p] = b.RecordNew(PlanStream::kCompute, ph, g, p);
+      b.WaitEvent(PlanStream::kPlace, ph, g, p, ev_land[p]);
+      b.Copy(PlanStream::kPlace, ph, g, p, b.Tensor(Region::kOutput, Mod(r - g, w), p),
              b.Scratch(Region::kScratch, slot, p));
     }
+  }
+}
+
+// All-gather of a chunk quantized once by its owner: the owner encodes its finished chunk into
+// staging slot w-1 and decodes its own output from that very payload, so every rank ends
+// bit-identical; receivers forward the blocks unchanged and decode them into the output.
+void PlanAllGatherQuantized(RankPlanBuilder& b, const std::vector<int>& ev_final) {
+  const int w = b.world(), r = b.rank();
+  const int own = Mod(r + 1, w);
+  std::vector<int> ev_land(b.pieces(), -1);
+  for (int p = 0; p < b.pieces(); ++p) {
+    b.Reduce(PlanStream::kCompute, Phase::kAllGather, 0, p,
+             b.Encoded(Region::kStaging, w - 1, p), {b.Tensor(Region::kOutput, own, p)});
+    ev_land[p] = b.RecordNew(PlanStream::kCompute, Phase::kAllGather, 0, p);
+    b.Reduce(PlanStream::kCompute, Phase::kAllGather, 0, p, b.Tensor(Region::kOutput, own, p),
+             {b.Encoded(Region::kStaging, w - 1, p)});
+  }
+  (void)ev_final;  // the compute stream already orders the encode after the final reduce
+  const Phase ph = Phase::kAllGather;
+  for (int g = 0; g < w - 1; ++g) {
+    const int slot = w - 1 + g;
+    for (int p = 0; p < b.pieces(); ++p) {
+      b.WaitEvent(PlanStream::kSend, ph, g, p, ev_land[p]);
+      const Slice src = g == 0 ? b.Encoded(Region::kStaging, w - 1, p)
+                               : b.Encoded(Region::kScratch, slot - 1, p);
+      b.SendAndSignal(ph, g, p, b.Encoded(Region::kPeerScratch, slot, p, b.Succ()), src,
+                      AgFlag(b, g, p), b.Succ());
+      b.WaitFlag(PlanStream::kCompute, ph, g, p, AgFlag(b, g, p));
+      ev_land[p] = b.RecordNew(PlanStream::kCompute, ph, g, p);
+      b.Reduce(PlanStream::kCompute, ph, g, p, b.Tensor(Region::kOutput, Mod(r - g, w), p),
+               {b.Encoded(Region::kScratch, slot, p)});
+    }
+  }
+}
+
+void PlanRank(RankPlanBuilder& b, WireMode wire, const FaultSet& faults) {
+  const int ev_in = b.RecordNew(PlanStream::kCompute, Phase::kEntry, 0, 0);
+  b.WaitEvent(PlanStream::kSend, Phase::kEntry, 0, 0, ev_in);
+
+  std::vector<int> ev_final;
+  switch (wire) {
+    case WireMode::kNative:
+    case WireMode::kI8:
+    case WireMode::kE4M3:
+      ev_final = PlanReduceScatterNative(b, faults);
+      break;
+    case WireMode::kI8Ring:
+    case WireMode::kE4M3Ring:
+      ev_final = PlanReduceScatterRequantized(b, faults);
+      break;
+    case WireMode::kI8A2A:
+    case WireMode::kE4M3A2A:
+      ev_final = PlanReduceScatterAllToAll(b, faults);
+      break;
+  }
+  if (wire == WireMode::kNative) {
+    PlanAllGatherNative(b, ev_final);
+  } else {
+    PlanAllGatherQuantized(b, ev_final);
   }
 
   // Exit: join every stream into the compute stream, then the neighbour handshake: tell the
   // predecessor that this rank no longer reads its scratch, wait until the successor says so.
   for (PlanStream s : {PlanStream::kSend, PlanStream::kPlace, PlanStream::kFlag}) {
-    const int ev = b.NewEvent();
-    b.Record(s, Phase::kExit, 0, 0, ev);
-    b.WaitEvent(PlanStream::kCompute, Phase::kExit, 0, 0, ev);
+    b.WaitEvent(PlanStream::kCompute, Phase::kExit, 0, 0, b.RecordNew(s, Phase::kExit, 0, 0));
   }
   if (!faults.Has(Fault::kSkipEndHandshake)) {
-    const int ev_join = b.NewEvent();
-    b.Record(PlanStream::kCompute, Phase::kExit, 0, 0, ev_join);
-    b.WaitEvent(PlanStream::kFlag, Phase::kExit, 0, 0, ev_join);
-    b.Signal(PlanStream::kFlag, Phase::kExit, 0, 0, hs_flag, pred);
-    b.WaitFlag(PlanStream::kCompute, Phase::kExit, 0, 0, hs_flag);
+    b.WaitEvent(PlanStream::kFlag, Phase::kExit, 0, 0,
+                b.RecordNew(PlanStream::kCompute, Phase::kExit, 0, 0));
+    b.Signal(PlanStream::kFlag, Phase::kExit, 0, 0, HandshakeFlag(b), b.Pred());
+    b.WaitFlag(PlanStream::kCompute, Phase::kExit, 0, 0, HandshakeFlag(b));
   }
 }
 
 }  // namespace
 
-SlabLayout LayoutSlab(int world, uint64_t max_bytes) {
+absl::Status CheckWireApplies(WireMode wire, int world, int64_t elems, DType dtype) {
+  if (wire == WireMode::kNative) return absl::OkStatus();
+  if (dtype != DType::kBF16) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "wire mode %s needs bf16 input; the tensor is %s", WireModeName(wire), DTypeName(dtype)));
+  }
+  if ((elems / world) % kCodecBlockElems != 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "wire mode %s needs a shard (elems / world = %d / %d = %d) divisible by %d",
+        WireModeName(wire), elems, world, elems / world, kCodecBlockElems));
+  }
+  return absl::OkStatus();
+}
+
+SlabLayout LayoutSlab(int world, uint64_t max_bytes, WireMode wire) {
   SlabLayout slab;
   // Flag slots for the most pieces any call may use, so the layout depends on the channel
   // alone and calls of different sizes share one slab.
@@ -207,6 +361,14 @@ SlabLayout LayoutSlab(int world, uint64_t max_bytes) {
   slab.scratch_area_bytes = ScratchAreaBytes(max_bytes, world);
   slab.num_scratch_areas = 2 * (world - 1);
   slab.slab_bytes = slab.scratch_offset + slab.scratch_area_bytes * slab.num_scratch_areas;
+  if (wire != WireMode::kNative) {
+    // Outgoing encoded payloads: w-1 reduce-scatter (or all-to-all) slots and one all-gather
+    // slot, each one chunk of bf16 blocks plus per-piece alignment.
+    const int64_t chunk_elems = static_cast<int64_t>(max_bytes / 2 / world);
+    slab.staging_area_bytes =
+        RoundUp(EncodedBytes(WireCodec(wire), DType::kBF16, chunk_elems) + 16 * kMaxPieces, 256);
+    slab.num_staging_areas = world;
+  }
   return slab;
 }
 
@@ -239,9 +401,8 @@ absl::StatusOr<RingPlan> PlanRing(const RingPlanRequest& req) {
         absl::StrFormat("plan: tensor is %d bytes; must be at most max_bytes = %d", bytes,
                         req.max_bytes));
   }
-  if (req.wire != WireMode::kNative) {
-    return absl::UnimplementedError(absl::StrFormat(
-        "plan: wire mode %s is not built yet; only bf16 runs", WireModeName(req.wire)));
+  if (absl::Status s = CheckWireApplies(req.wire, req.world, req.elems, req.dtype); !s.ok()) {
+    return s;
   }
 
   RingPlan plan;
@@ -254,13 +415,13 @@ absl::StatusOr<RingPlan> PlanRing(const RingPlanRequest& req) {
   const uint64_t chunk_bytes = static_cast<uint64_t>(plan.chunk_elems) * DTypeBytes(req.dtype);
   plan.pieces = EffectivePieces(req.pieces, chunk_bytes);
 
-  plan.slab = LayoutSlab(req.world, req.max_bytes);
+  plan.slab = LayoutSlab(req.world, req.max_bytes, req.wire);
 
   plan.ranks.resize(req.world);
   plan.wire_bytes_sent.assign(req.world, 0);
   for (int r = 0; r < req.world; ++r) {
     RankPlanBuilder b(plan, r, &plan.ranks[r], &plan.wire_bytes_sent[r]);
-    PlanNativeRank(plan, req.faults, r, b);
+    PlanRank(b, req.wire, req.faults);
     plan.num_events = std::max(plan.num_events, b.events());
   }
   return plan;

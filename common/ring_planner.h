@@ -16,6 +16,8 @@ inline constexpr int kMaxWorld = 16;
 inline constexpr int kMaxPieces = 8;
 // Pieces smaller than this are not worth overlapping: the plan falls back to one piece.
 inline constexpr uint64_t kMinPieceBytes = 512 * 1024;
+// Values per block of the compressed wire codecs.
+inline constexpr int64_t kCodecBlockElems = 128;
 
 struct RingPlanRequest {
   int world = 4;
@@ -36,7 +38,11 @@ uint64_t ScratchAreaBytes(uint64_t max_bytes, int world);
 
 // The slab of a channel of `world` ranks for tensors up to `max_bytes`: flags for every
 // pieces setting, then 2(world-1) scratch areas.
-SlabLayout LayoutSlab(int world, uint64_t max_bytes);
+SlabLayout LayoutSlab(int world, uint64_t max_bytes, WireMode wire = WireMode::kNative);
+
+// Whether a compressed wire mode can carry this tensor (bf16, shard divisible by 128); OK for
+// the native mode always. The error says which rule fails.
+absl::Status CheckWireApplies(WireMode wire, int world, int64_t elems, DType dtype);
 
 // Makes the plan, or says which argument breaks which rule.
 absl::StatusOr<RingPlan> PlanRing(const RingPlanRequest& request);

@@ -138,7 +138,7 @@ TEST(RingPlannerTest, PrintsAReadablePlan) {
   const std::string text = plan->ToString();
   EXPECT_NE(text.find("ring plan: world=2 elems=16 dtype=bf16 wire=bf16 pieces=1"),
             std::string::npos);
-  EXPECT_NE(text.find("send     rs.k0.p0 copy          succ.scratch0[0+16] <- in[0+16]"),
+  EXPECT_NE(text.find("send     rs.k0.p0 copy          r1.scratch0[0+16] <- in[0+16]"),
             std::string::npos)
       << text;
 }

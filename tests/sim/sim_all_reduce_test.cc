@@ -102,6 +102,10 @@ struct Case {
   int64_t elems;
 };
 
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << "W" << c.world << " " << DTypeName(c.dtype) << " P" << c.pieces << " N" << c.elems;
+}
+
 class RingExactTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(RingExactTest, IntegerInputsSumExactlyOnEveryRank) {

@@ -1,0 +1,446 @@
+#include "hw/cuda_device.h"
+
+#include <cstdlib>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "common/reduce_host.h"
+#include "hw/cuda_status.h"
+#include "hw/kernels.h"
+
+namespace dmalab {
+namespace {
+
+// Reduce grid: enough blocks of 256 threads to keep every multiprocessor's memory pipe busy.
+constexpr int kReduceBlocksPerSm = 8;
+
+void* Ptr(const MemRef& m) { return reinterpret_cast<void*>(static_cast<uintptr_t>(m.addr)); }
+
+kernels::ElementType ElementTypeOf(DType dtype) {
+  switch (dtype) {
+    case DType::kBF16:
+      return kernels::ElementType::kBF16;
+    case DType::kFP16:
+      return kernels::ElementType::kFP16;
+    case DType::kFP32:
+      return kernels::ElementType::kFP32;
+  }
+  return kernels::ElementType::kFP32;
+}
+
+// Streams beyond the GPU's hardware work queues share queues, and a spinning wait kernel then
+// blocks whatever is queued behind it, possibly the very signal it waits for. Virtual ranks
+// put many streams on one GPU, so ask for the most queues (32; the default is 8). Read when a
+// CUDA context is created: effective only if no context exists yet in this process.
+// Both take effect only before the process first initializes CUDA; PreloadKernels covers the
+// module loading when they come too late.
+void RequestMostHardwareQueues() {
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", /*replace=*/0);
+  setenv("CUDA_MODULE_LOADING", "EAGER", /*replace=*/0);
+}
+
+}  // namespace
+
+std::string CudaDevice::OperandName::ToString() const {
+  std::string s(op);
+  if (!label.empty()) s += absl::StrFormat(" '%s'", label);
+  s += absl::StrFormat(" %s", role);
+  if (index >= 0) s += absl::StrFormat("[%d]", index);
+  return s;
+}
+
+absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(int world, int gpus,
+                                                               const CudaDeviceOptions& options) {
+  if (world < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("cuda device: world is %d; must be >= 1", world));
+  }
+  if (gpus < 1 || gpus > world) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "cuda device: gpus is %d with world %d; must be in [1, world]", gpus, world));
+  }
+  RequestMostHardwareQueues();
+  int count = 0;
+  const cudaError_t error = cudaGetDeviceCount(&count);
+  if (error == cudaErrorNoDevice || error == cudaErrorInsufficientDriver) {
+    cudaGetLastError();
+    return absl::UnavailableError(absl::StrFormat("no CUDA device: cudaGetDeviceCount: %s (%s)",
+                                                  cudaGetErrorName(error),
+                                                  cudaGetErrorString(error)));
+  }
+  DMALAB_CUDA_RETURN_IF_ERROR(error, "cuda device: count GPUs");
+  if (count == 0) return absl::UnavailableError("no CUDA device: cudaGetDeviceCount found 0");
+  if (count < gpus) {
+    return absl::UnavailableError(absl::StrFormat(
+        "no CUDA device for every rank group: %d ranks on %d GPUs need %d GPUs, found %d", world,
+        gpus, gpus, count));
+  }
+  std::unique_ptr<CudaDevice> device(new CudaDevice(options));
+  DMALAB_HW_RETURN_IF_ERROR(device->Init(world, gpus));
+  return device;
+}
+
+absl::Status CudaDevice::Init(int world, int gpus) {
+  std::vector<int> ordinals;
+  for (int g = 0; g < gpus; ++g) {
+    cudaDeviceProp prop;
+    DMALAB_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, g), "cuda device: query GPU %d", g);
+    if (prop.major < 9) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "cuda device: GPU %d (%s) has compute capability %d.%d; dmalab_hw is built for sm_90 "
+          "and newer",
+          g, prop.name, prop.major, prop.minor));
+    }
+    if (!prop.unifiedAddressing) {
+      return absl::FailedPreconditionError(
+          absl::StrFormat("cuda device: GPU %d (%s) lacks unified addressing", g, prop.name));
+    }
+    gpus_.push_back(Gpu{g, prop.multiProcessorCount * kReduceBlocksPerSm});
+    ordinals.push_back(g);
+  }
+  DMALAB_HW_RETURN_IF_ERROR(EnablePeerAccess());
+  for (const int ordinal : ordinals) {
+    DMALAB_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal), "cuda device: GPU %d", ordinal);
+    DMALAB_CUDA_RETURN_IF_ERROR(kernels::PreloadKernels(), "cuda device: load kernels on GPU %d",
+                                ordinal);
+  }
+  absl::StatusOr<std::unique_ptr<WaitFailureLog>> log = WaitFailureLog::Create(ordinals);
+  if (!log.ok()) return log.status();
+  wait_log_ = *std::move(log);
+
+  ranks_.resize(world);
+  for (int r = 0; r < world; ++r) {
+    Rank& rank = ranks_[r];
+    rank.gpu = static_cast<int>(static_cast<int64_t>(r) * gpus / world);
+    const int ordinal = gpus_[rank.gpu].ordinal;
+    rank.allocator = std::make_unique<CachingAllocator>(
+        absl::StrFormat("rank %d (GPU %d)", r, ordinal),
+        [ordinal](uint64_t bytes) -> absl::StatusOr<uint64_t> {
+          void* p = nullptr;
+          DMALAB_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal), "GPU %d", ordinal);
+          DMALAB_CUDA_RETURN_IF_ERROR(cudaMalloc(&p, bytes), "segment of %d bytes on GPU %d", bytes,
+                                      ordinal);
+          return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p));
+        },
+        [ordinal](uint64_t addr) {
+          cudaSetDevice(ordinal);
+          cudaFree(reinterpret_cast<void*>(static_cast<uintptr_t>(addr)));
+        });
+    absl::StatusOr<StreamId> compute = NewStream(r, StreamKind::kCompute, "compute");
+    if (!compute.ok()) return compute.status();
+    rank.compute_stream = *compute;
+  }
+  DMALAB_HW_RETURN_IF_ERROR(UseGpu(ranks_[0].gpu));
+  DMALAB_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&fork_event_, cudaEventDisableTiming),
+                              "cuda device: capture fork event");
+  return absl::OkStatus();
+}
+
+absl::Status CudaDevice::EnablePeerAccess() {
+  for (size_t a = 0; a < gpus_.size(); ++a) {
+    for (size_t b = 0; b < gpus_.size(); ++b) {
+      if (a == b) continue;
+      const int from = gpus_[a].ordinal;
+      const int to = gpus_[b].ordinal;
+      int can = 0;
+      DMALAB_CUDA_RETURN_IF_ERROR(cudaDeviceCanAccessPeer(&can, from, to),
+                                  "cuda device: can GPU %d access GPU %d", from, to);
+      if (!can) {
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "cuda device: GPU %d cannot access GPU %d as a peer; ranks on several GPUs of one "
+            "process need peer access between every pair",
+            from, to));
+      }
+      DMALAB_CUDA_RETURN_IF_ERROR(cudaSetDevice(from), "cuda device: GPU %d", from);
+      const cudaError_t e = cudaDeviceEnablePeerAccess(to, 0);
+      if (e == cudaErrorPeerAccessAlreadyEnabled) {
+        cudaGetLastError();
+        continue;
+      }
+      DMALAB_CUDA_RETURN_IF_ERROR(e, "cuda device: enable peer access GPU %d -> GPU %d", from, to);
+    }
+  }
+  return absl::OkStatus();
+}
+
+CudaDevice::~CudaDevice() {
+  // Best effort: a spinning wait ends by its timeout at the latest.
+  for (const Gpu& gpu : gpus_) {
+    cudaSetDevice(gpu.ordinal);
+    cudaDeviceSynchronize();
+  }
+  for (Event& e : events_) {
+    cudaSetDevice(gpus_[e.gpu].ordinal);
+    cudaEventDestroy(e.event);
+  }
+  for (Stream& s : streams_) {
+    cudaSetDevice(gpus_[s.gpu].ordinal);
+    cudaEventDestroy(s.join_event);
+    if (s.owns_stream) cudaStreamDestroy(s.stream);
+  }
+  if (fork_event_ != nullptr) cudaEventDestroy(fork_event_);
+  for (Rank& r : ranks_) r.allocator.reset();
+  wait_log_.reset();
+  cudaGetLastError();
+}
+
+absl::Status CudaDevice::UseGpu(int gpu) {
+  const int ordinal = gpus_[gpu].ordinal;
+  int current = -1;
+  DMALAB_CUDA_RETURN_IF_ERROR(cudaGetDevice(&current), "cuda device: current GPU");
+  if (current != ordinal) {
+    DMALAB_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal), "cuda device: make GPU %d current",
+                                ordinal);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaDevice::CheckRank(int rank, std::string_view what) const {
+  if (rank < 0 || rank >= world_size()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: rank %d is out of range [0, %d)", what, rank, world_size()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<const CudaDevice::Stream*> CudaDevice::GetStream(StreamId id,
+                                                                std::string_view what) const {
+  if (id < 0 || id >= static_cast<StreamId>(streams_.size())) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s: stream %d does not exist", what, id));
+  }
+  return &streams_[id];
+}
+
+absl::Status CudaDevice::CheckLive(const MemRef& mem, const OperandName& name) const {
+  if (mem.rank < 0 || mem.rank >= world_size()) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s: rank %d is out of range [0, %d)",
+                                                      name.ToString(), mem.rank, world_size()));
+  }
+  const std::map<uint64_t, LiveAllocation>& live = ranks_[mem.rank].live;
+  auto it = live.upper_bound(mem.addr);
+  if (it != live.begin()) {
+    --it;
+    const bool inside = mem.addr + mem.bytes <= it->first + it->second.bytes;
+    const bool same = mem.alloc_id == 0 || mem.alloc_id == it->second.alloc_id;
+    if (inside && same) return absl::OkStatus();
+    if (inside) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "%s: [0x%x, +%d) on rank %d belongs to allocation %d, which was freed; the memory is "
+          "now allocation %d (use after free)",
+          name.ToString(), mem.addr, mem.bytes, mem.rank, mem.alloc_id, it->second.alloc_id));
+    }
+  }
+  return absl::InvalidArgumentError(
+      absl::StrFormat("%s: [0x%x, +%d) on rank %d (allocation %d) is not inside a live allocation",
+                      name.ToString(), mem.addr, mem.bytes, mem.rank, mem.alloc_id));
+}
+
+absl::Status CudaDevice::CheckFlagWord(const MemRef& mem, const OperandName& name) const {
+  if (mem.bytes != sizeof(uint64_t) || mem.addr % alignof(uint64_t) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: flag word at 0x%x is %d bytes; must be one 8-byte-aligned uint64",
+                        name.ToString(), mem.addr, mem.bytes));
+  }
+  return CheckLive(mem, name);
+}
+
+absl::Status CudaDevice::RefuseDuringCapture(std::string_view what) const {
+  if (!capturing_) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "%s during CUDA graph capture; do it before Capture (graphs use caller-owned memory "
+      "allocated up front)",
+      what));
+}
+
+absl::StatusOr<MemRef> CudaDevice::Allocate(int rank, uint64_t bytes, std::string_view tag) {
+  DMALAB_HW_RETURN_IF_ERROR(CheckRank(rank, "allocate"));
+  DMALAB_HW_RETURN_IF_ERROR(
+      RefuseDuringCapture(absl::StrFormat("allocate: %d bytes '%s' on rank %d", bytes, tag, rank)));
+  if (IsCapturing(ranks_[rank].compute_stream)) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "allocate: %d bytes '%s' on rank %d while its compute stream is being captured", bytes, tag,
+        rank));
+  }
+  absl::StatusOr<uint64_t> addr = ranks_[rank].allocator->Allocate(bytes);
+  if (!addr.ok()) {
+    return absl::Status(addr.status().code(),
+                        absl::StrFormat("allocate '%s': %s", tag, addr.status().message()));
+  }
+  const uint64_t id = next_alloc_id_++;
+  ranks_[rank].live[*addr] = LiveAllocation{bytes, id};
+  return MemRef{rank, *addr, bytes, id};
+}
+
+absl::Status CudaDevice::Free(const MemRef& allocation) {
+  DMALAB_HW_RETURN_IF_ERROR(CheckRank(allocation.rank, "free"));
+  Rank& rank = ranks_[allocation.rank];
+  auto it = rank.live.find(allocation.addr);
+  if (it == rank.live.end() ||
+      (allocation.alloc_id != 0 && allocation.alloc_id != it->second.alloc_id)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "free: address 0x%x on rank %d (allocation %d) is not a live allocation (double free, "
+        "or a view instead of the allocation)",
+        allocation.addr, allocation.rank, allocation.alloc_id));
+  }
+  rank.live.erase(it);
+  return rank.allocator->Free(allocation.addr);
+}
+
+absl::Status CudaDevice::Copy(StreamId stream, const MemRef& dst, const MemRef& src,
+                              std::string_view label) {
+  absl::StatusOr<const Stream*> s = GetStream(stream, "copy");
+  if (!s.ok()) return s.status();
+  if (dst.bytes != src.bytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "copy '%s': dst is %d bytes, src is %d; must be equal", label, dst.bytes, src.bytes));
+  }
+  if (dst.rank != (*s)->rank && src.rank != (*s)->rank) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "copy '%s': on a stream of rank %d, but dst is on rank %d and src on rank %d; one must be "
+        "on the stream's rank",
+        label, (*s)->rank, dst.rank, src.rank));
+  }
+  if (dst.Overlaps(src)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("copy '%s': dst and src overlap on rank %d", label, dst.rank));
+  }
+  DMALAB_HW_RETURN_IF_ERROR(CheckLive(dst, {"copy", label, "dst"}));
+  DMALAB_HW_RETURN_IF_ERROR(CheckLive(src, {"copy", label, "src"}));
+  if (dst.bytes == 0) return absl::OkStatus();
+  DMALAB_HW_RETURN_IF_ERROR(UseGpu((*s)->gpu));
+  DMALAB_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(Ptr(dst), Ptr(src), dst.bytes, cudaMemcpyDefault, (*s)->stream),
+      "copy '%s' on rank %d stream '%s': %d bytes from rank %d to rank %d", label, (*s)->rank,
+      (*s)->name, dst.bytes, src.rank, dst.rank);
+  return absl::OkStatus();
+}
+
+absl::Status CudaDevice::Reduce(StreamId stream, DType dtype, const Operand& dst,
+                                absl::Span<const Operand> terms, int64_t elems,
+                                std::string_view label) {
+  absl::StatusOr<const Stream*> s = GetStream(stream, "reduce");
+  if (!s.ok()) return s.status();
+  DMALAB_HW_RETURN_IF_ERROR(ValidateReduce(dtype, dst, terms, elems));
+  auto refuse_codec = [&](const Operand& op) -> absl::Status {
+    if (op.codec == Codec::kPlain) return absl::OkStatus();
+    return absl::UnimplementedError(absl::StrFormat(
+        "reduce '%s': codec %s is not implemented by the CUDA device yet (plain operands only)",
+        label, CodecName(op.codec)));
+  };
+  DMALAB_HW_RETURN_IF_ERROR(refuse_codec(dst));
+  for (const Operand& t : terms) DMALAB_HW_RETURN_IF_ERROR(refuse_codec(t));
+  if (terms.size() > static_cast<size_t>(kernels::kMaxReduceTerms)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("reduce '%s': %d terms; the CUDA kernel takes at most %d", label,
+                        terms.size(), kernels::kMaxReduceTerms));
+  }
+  kernels::ReduceArgs args;
+  DMALAB_HW_RETURN_IF_ERROR(CheckLive(dst.mem, {"reduce", label, "dst"}));
+  args.dst = Ptr(dst.mem);
+  for (size_t t = 0; t < terms.size(); ++t) {
+    DMALAB_HW_RETURN_IF_ERROR(
+        CheckLive(terms[t].mem, {"reduce", label, "terms", static_cast<int>(t)}));
+    args.terms[t] = Ptr(terms[t].mem);
+  }
+  args.num_terms = static_cast<int32_t>(terms.size());
+  args.elems = elems;
+  DMALAB_HW_RETURN_IF_ERROR(UseGpu((*s)->gpu));
+  DMALAB_CUDA_RETURN_IF_ERROR(kernels::LaunchReduce((*s)->stream, ElementTypeOf(dtype), args,
+                                                    gpus_[(*s)->gpu].max_reduce_blocks),
+                              "reduce '%s' on rank %d stream '%s': %d terms of %d %s", label,
+                              (*s)->rank, (*s)->name, terms.size(), elems, DTypeName(dtype));
+  return absl::OkStatus();
+}
+
+absl::Status CudaDevice::SignalFlag(StreamId stream, const MemRef& counter, const MemRef& peer_flag,
+                                    std::string_view label) {
+  absl::StatusOr<const Stream*> s = GetStream(stream, "signal flag");
+  if (!s.ok()) return s.status();
+  if (counter.rank != (*s)->rank) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "signal '%s': counter is on rank %d, the stream on rank %d; must be the stream's rank",
+        label, counter.rank, (*s)->rank));
+  }
+  DMALAB_HW_RETURN_IF_ERROR(CheckFlagWord(counter, {"signal", label, "counter"}));
+  DMALAB_HW_RETURN_IF_ERROR(CheckFlagWord(peer_flag, {"signal", label, "flag"}));
+  DMALAB_HW_RETURN_IF_ERROR(UseGpu((*s)->gpu));
+  DMALAB_CUDA_RETURN_IF_ERROR(
+      kernels::LaunchSignalFlag((*s)->stream, static_cast<uint64_t*>(Ptr(counter)),
+                                static_cast<uint64_t*>(Ptr(peer_flag))),
+      "signal '%s' on rank %d stream '%s' to rank %d", label, (*s)->rank, (*s)->name,
+      peer_flag.rank);
+  return absl::OkStatus();
+}
+
+absl::Status CudaDevice::WaitFlag(StreamId stream, const MemRef& expected, const MemRef& flag,
+                                  std::string_view label) {
+  absl::StatusOr<const Stream*> s = GetStream(stream, "wait flag");
+  if (!s.ok()) return s.status();
+  if (expected.rank != (*s)->rank || flag.rank != (*s)->rank) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "wait '%s': expected is on rank %d and flag on rank %d; both must be on the stream's "
+        "rank %d",
+        label, expected.rank, flag.rank, (*s)->rank));
+  }
+  DMALAB_HW_RETURN_IF_ERROR(CheckFlagWord(expected, {"wait", label, "expected"}));
+  DMALAB_HW_RETURN_IF_ERROR(CheckFlagWord(flag, {"wait", label, "flag"}));
+  kernels::WaitFlagArgs args;
+  args.expected = static_cast<uint64_t*>(Ptr(expected));
+  args.flag = static_cast<const uint64_t*>(Ptr(flag));
+  args.timeout_ns = options_.flag_wait_timeout_ns;
+  args.rank = (*s)->rank;
+  args.stream = stream;
+  args.label = wait_log_->InternLabel(label);
+  wait_log_->FillWaitArgs((*s)->gpu, args);
+  DMALAB_HW_RETURN_IF_ERROR(UseGpu((*s)->gpu));
+  DMALAB_CUDA_RETURN_IF_ERROR(kernels::LaunchWaitFlag((*s)->stream, args),
+                              "wait '%s' on rank %d stream '%s'", label, (*s)->rank, (*s)->name);
+  return absl::OkStatus();
+}
+
+absl::Status CudaDevice::Synchronize() {
+  DMALAB_HW_RETURN_IF_ERROR(RefuseDuringCapture("synchronize"));
+  for (const Stream& s : streams_) {
+    DMALAB_HW_RETURN_IF_ERROR(UseGpu(s.gpu));
+    DMALAB_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s.stream), "synchronize rank %d stream '%s'",
+                                s.rank, s.name);
+  }
+  return wait_log_->TakeFailures(
+      [this](int32_t id) {
+        return id >= 0 && id < static_cast<int32_t>(streams_.size()) ? streams_[id].name
+                                                                     : std::string("?");
+      },
+      options_.flag_wait_timeout_ns);
+}
+
+absl::Status CudaDevice::Write(const MemRef& dst, absl::Span<const uint8_t> bytes) {
+  DMALAB_HW_RETURN_IF_ERROR(RefuseDuringCapture("write"));
+  if (bytes.size() != dst.bytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "write: dst is %d bytes, the host buffer %d; must be equal", dst.bytes, bytes.size()));
+  }
+  DMALAB_HW_RETURN_IF_ERROR(CheckLive(dst, {"write", "", "dst"}));
+  DMALAB_HW_RETURN_IF_ERROR(Synchronize());
+  if (bytes.empty()) return absl::OkStatus();
+  DMALAB_HW_RETURN_IF_ERROR(UseGpu(ranks_[dst.rank].gpu));
+  DMALAB_CUDA_RETURN_IF_ERROR(cudaMemcpy(Ptr(dst), bytes.data(), bytes.size(), cudaMemcpyDefault),
+                              "write %d bytes to rank %d", bytes.size(), dst.rank);
+  return absl::OkStatus();
+}
+
+absl::Status CudaDevice::Read(const MemRef& src, absl::Span<uint8_t> bytes) {
+  DMALAB_HW_RETURN_IF_ERROR(RefuseDuringCapture("read"));
+  if (bytes.size() != src.bytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "read: src is %d bytes, the host buffer %d; must be equal", src.bytes, bytes.size()));
+  }
+  DMALAB_HW_RETURN_IF_ERROR(CheckLive(src, {"read", "", "src"}));
+  DMALAB_HW_RETURN_IF_ERROR(Synchronize());
+  if (bytes.empty()) return absl::OkStatus();
+  DMALAB_HW_RETURN_IF_ERROR(UseGpu(ranks_[src.rank].gpu));
+  DMALAB_CUDA_RETURN_IF_ERROR(cudaMemcpy(bytes.data(), Ptr(src), bytes.size(), cudaMemcpyDefault),
+                              "read %d bytes from rank %d", bytes.size(), src.rank);
+  return absl::OkStatus();
+}
+
+}  // namespace dmalab

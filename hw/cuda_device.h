@@ -1,0 +1,180 @@
+// CudaDevice: the Device interface on real NVIDIA GPUs in one process (DESIGN.md section 6).
+//
+// Rank r runs on GPU r * gpus / world: one rank per GPU (peer access enabled between all GPUs
+// in use), or several virtual ranks on one GPU, each with its own allocator, streams and
+// events. MemRef.addr is the device pointer. Copies are cudaMemcpyAsync (copy engines, no
+// SMs); Reduce is a kernel equal to ReduceHost bit for bit; flag kernels store with
+// system-scope release and wait with system-scope acquire, bounded by a timeout so that a lost
+// signal fails Synchronize with the rank, stream, label and flag values instead of hanging.
+// Not thread-safe: one host thread drives a CudaDevice.
+#ifndef DMALAB_HW_CUDA_DEVICE_H_
+#define DMALAB_HW_CUDA_DEVICE_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/device.h"
+#include "hw/caching_allocator.h"
+#include "hw/cuda_graph.h"
+#include "hw/wait_failure_log.h"
+
+namespace dmalab {
+
+struct CudaDeviceOptions {
+  // How long a WaitFlag kernel spins before it gives up and reports.
+  uint64_t flag_wait_timeout_ns = 10'000'000'000;
+};
+
+class CudaDevice : public Device {
+ public:
+  // Maps `world` ranks onto the first `gpus` CUDA devices (1 <= gpus <= world). Fails with
+  // Unavailable ("no CUDA device ...") when there is no usable GPU or too few of them, and with
+  // FailedPrecondition when a GPU is older than sm_90 or two GPUs cannot be peers.
+  static absl::StatusOr<std::unique_ptr<CudaDevice>> Create(int world, int gpus,
+                                                            const CudaDeviceOptions& options = {});
+  ~CudaDevice() override;
+  CudaDevice(const CudaDevice&) = delete;
+  CudaDevice& operator=(const CudaDevice&) = delete;
+
+  int world_size() const override { return static_cast<int>(ranks_.size()); }
+  std::string name() const override { return "cuda"; }
+
+  // Refused (FailedPrecondition) during Capture: a graph must use memory allocated before it.
+  absl::StatusOr<MemRef> Allocate(int rank, uint64_t bytes, std::string_view tag) override;
+  absl::Status Free(const MemRef& allocation) override;
+
+  StreamId ComputeStream(int rank) override { return ranks_[rank].compute_stream; }
+  // A stream on the rank's GPU (cudaStreamNonBlocking). Refused during Capture. Each rank has
+  // at most 2 CUDA streams of kind kCopy and 1 each of kFlag and kCompute (besides its compute
+  // stream); further requests get a new StreamId that shares one of those CUDA streams
+  // round-robin (the (n+cap)-th request shares with the n-th). Sharing only adds ordering, so
+  // it is always correct; it keeps W <= 8 virtual ranks (32 streams) within the GPU's 32
+  // hardware queues, where a spinning WaitFlag kernel can never sit in a queue ahead of the
+  // signal it waits for.
+  absl::StatusOr<StreamId> CreateStream(int rank, StreamKind kind, std::string_view name) override;
+  // A cudaEventDisableTiming event on the rank's GPU.
+  absl::StatusOr<EventId> CreateEvent(int rank) override;
+  // The event and the stream must be on one GPU.
+  absl::Status RecordEvent(EventId event, StreamId stream) override;
+  absl::Status WaitEvent(StreamId stream, EventId event) override;
+
+  absl::Status Copy(StreamId stream, const MemRef& dst, const MemRef& src,
+                    std::string_view label) override;
+  // Plain dtypes only for now: block codecs return Unimplemented. At most 16 terms.
+  absl::Status Reduce(StreamId stream, DType dtype, const Operand& dst,
+                      absl::Span<const Operand> terms, int64_t elems,
+                      std::string_view label) override;
+  absl::Status SignalFlag(StreamId stream, const MemRef& counter, const MemRef& peer_flag,
+                          std::string_view label) override;
+  absl::Status WaitFlag(StreamId stream, const MemRef& expected, const MemRef& flag,
+                        std::string_view label) override;
+
+  absl::Status Synchronize() override;
+  absl::Status Write(const MemRef& dst, absl::Span<const uint8_t> bytes) override;
+  absl::Status Read(const MemRef& src, absl::Span<uint8_t> bytes) override;
+
+  bool IsCapturing(StreamId stream) const override;
+
+  // Runs `body`, capturing the work it enqueues on every stream of every rank into one graph:
+  // capture begins on rank 0's compute stream, every other stream joins it through an event
+  // and is joined back before the capture ends. Fails with body's error, or when the capture
+  // fails (e.g. body synchronized or allocated).
+  absl::StatusOr<CudaGraph> Capture(const std::function<absl::Status()>& body);
+  // Launches `graph` on rank 0's compute stream, after the work already enqueued on every
+  // rank's compute stream and before the work enqueued on them later.
+  absl::Status Replay(const CudaGraph& graph);
+
+  // The CUDA device ordinal rank `rank` runs on.
+  int gpu_of_rank(int rank) const { return gpus_[ranks_[rank].gpu].ordinal; }
+  int num_gpus() const { return static_cast<int>(gpus_.size()); }
+  cudaStream_t cuda_stream(StreamId stream) const { return streams_[stream].stream; }
+  CachingAllocator::Stats allocator_stats(int rank) const {
+    return ranks_[rank].allocator->stats();
+  }
+  // Applies to WaitFlag calls enqueued (or captured) afterwards.
+  void set_flag_wait_timeout_ns(uint64_t ns) { options_.flag_wait_timeout_ns = ns; }
+  uint64_t flag_wait_timeout_ns() const { return options_.flag_wait_timeout_ns; }
+
+ private:
+  struct Gpu {
+    int ordinal = 0;
+    int max_reduce_blocks = 0;
+  };
+  struct LiveAllocation {
+    uint64_t bytes = 0;
+    uint64_t alloc_id = 0;
+  };
+  struct Rank {
+    int gpu = 0;  // index into gpus_
+    std::unique_ptr<CachingAllocator> allocator;
+    std::map<uint64_t, LiveAllocation> live;  // by address
+    StreamId compute_stream = 0;
+    // Per StreamKind: CreateStream calls so far, and the streams that own a CUDA stream.
+    int streams_requested[3] = {};
+    std::vector<StreamId> owned_streams[3];
+  };
+  static constexpr int kCudaStreamsPerKind[3] = {1, 2, 1};  // kCompute, kCopy, kFlag
+  struct Stream {
+    int rank = 0;
+    int gpu = 0;
+    StreamKind kind = StreamKind::kCompute;
+    std::string name;
+    cudaStream_t stream = nullptr;
+    bool owns_stream = true;
+    cudaEvent_t join_event = nullptr;  // joins the stream back into a capture or replay
+  };
+  struct Event {
+    int rank = 0;
+    int gpu = 0;
+    cudaEvent_t event = nullptr;
+  };
+
+  explicit CudaDevice(const CudaDeviceOptions& options) : options_(options) {}
+  absl::Status Init(int world, int gpus);
+  absl::Status EnablePeerAccess();
+  // A new StreamId backed by a fresh CUDA stream, or by `shared` when given.
+  absl::StatusOr<StreamId> NewStream(int rank, StreamKind kind, std::string_view name,
+                                     cudaStream_t shared = nullptr);
+  // Makes the GPU (index into gpus_) current for this thread.
+  absl::Status UseGpu(int gpu);
+  absl::Status CheckRank(int rank, std::string_view what) const;
+  // Names an operand in error messages, formatted only on error: "reduce 'rs.k0' terms[1]".
+  struct OperandName {
+    std::string_view op;
+    std::string_view label;
+    std::string_view role;
+    int index = -1;
+    std::string ToString() const;
+  };
+  absl::StatusOr<const Stream*> GetStream(StreamId id, std::string_view what) const;
+  // OK when `mem` lies inside one live allocation of its rank (and is that allocation when
+  // mem.alloc_id is set): catches out-of-bounds views and use after free before they reach
+  // the GPU, which would not notice.
+  absl::Status CheckLive(const MemRef& mem, const OperandName& name) const;
+  absl::Status CheckFlagWord(const MemRef& mem, const OperandName& name) const;
+  absl::Status RefuseDuringCapture(std::string_view what) const;
+
+  CudaDeviceOptions options_;
+  std::vector<Gpu> gpus_;
+  std::vector<Rank> ranks_;
+  std::vector<Stream> streams_;
+  std::vector<Event> events_;
+  std::unique_ptr<WaitFailureLog> wait_log_;
+  cudaEvent_t fork_event_ = nullptr;  // on rank 0's GPU
+  uint64_t next_alloc_id_ = 1;
+  bool capturing_ = false;
+};
+
+}  // namespace dmalab
+
+#endif  // DMALAB_HW_CUDA_DEVICE_H_
