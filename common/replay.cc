@@ -75,6 +75,7 @@ class Replayer {
   void Release(const std::string& name, bool at_end);
   absl::Status VerifyRetained();
   void CheckAliases();
+  void EndRetention(const std::string& name);
   void PollDeviceFindings();
 
   absl::StatusOr<LiveTensor> Allocate(const TensorDecl& decl);
@@ -99,6 +100,7 @@ class Replayer {
   std::vector<std::pair<int64_t, int64_t>> iterations_;  // (current, times) of enclosing repeats
   std::string step_text_;
   std::vector<uint8_t> buf_, buf0_;
+  std::vector<std::vector<uint8_t>> snapshot_pool_;
   absl::Status device_failure_;
 };
 
@@ -186,7 +188,7 @@ absl::Status Replayer::One(const Step& step) {
     case StepKind::kRetain:
       return Retain(step);
     case StepKind::kUnretain:
-      retained_.erase(step.tensor);
+      EndRetention(step.tensor);
       return absl::OkStatus();
     case StepKind::kRelease:
       Release(step.tensor, /*at_end=*/false);
@@ -321,6 +323,12 @@ absl::Status Replayer::Retain(const Step& step) {
   Retention ret;
   ret.origin = step_text_;
   ret.snapshot.resize(s_.world);
+  // Reuse the buffers of ended retentions: zero-filling fresh ones costs as much as the copy.
+  for (std::vector<uint8_t>& buf : ret.snapshot) {
+    if (snapshot_pool_.empty()) break;
+    buf = std::move(snapshot_pool_.back());
+    snapshot_pool_.pop_back();
+  }
   ret.max_changed.assign(s_.world, 0);
   for (int rank = 0; rank < s_.world; ++rank) {
     if (absl::Status s = ReadInto(t.views[rank], &ret.snapshot[rank]); !s.ok()) return s;
@@ -328,6 +336,13 @@ absl::Status Replayer::Retain(const Step& step) {
   r_.retained_elems += t.decl->elems();
   retained_[step.tensor] = std::move(ret);
   return absl::OkStatus();
+}
+
+void Replayer::EndRetention(const std::string& name) {
+  auto it = retained_.find(name);
+  if (it == retained_.end()) return;
+  for (std::vector<uint8_t>& buf : it->second.snapshot) snapshot_pool_.push_back(std::move(buf));
+  retained_.erase(it);
 }
 
 absl::Status Replayer::VerifyRetained() {
@@ -380,7 +395,7 @@ absl::Status Replayer::ExpectEqual(const Step& step) {
 }
 
 void Replayer::Release(const std::string& name, bool at_end) {
-  retained_.erase(name);
+  EndRetention(name);
   for (auto it = reported_aliases_.begin(); it != reported_aliases_.end();) {
     it = (it->first == name || it->second == name) ? reported_aliases_.erase(it) : std::next(it);
   }

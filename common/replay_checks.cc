@@ -11,22 +11,27 @@ namespace {
 template <typename Word>
 int64_t CountChangedWords(const uint8_t* a, const uint8_t* b, int64_t elems, int64_t* first) {
   int64_t changed = 0;
-  int64_t first_changed = -1;
   constexpr int64_t kBlock = 4096;
   for (int64_t start = 0; start < elems; start += kBlock) {
     const int64_t n = std::min(kBlock, elems - start);
-    if (std::memcmp(a + start * sizeof(Word), b + start * sizeof(Word), n * sizeof(Word)) == 0) {
-      continue;
+    const uint8_t* pa = a + start * sizeof(Word);
+    const uint8_t* pb = b + start * sizeof(Word);
+    if (std::memcmp(pa, pb, n * sizeof(Word)) == 0) continue;
+    if (changed == 0 && first != nullptr) {
+      int64_t i = 0;
+      while (std::memcmp(pa + i * sizeof(Word), pb + i * sizeof(Word), sizeof(Word)) == 0) ++i;
+      *first = start + i;
     }
-    for (int64_t i = start; i < start + n; ++i) {
+    // Branch-free so it compiles to vector compares.
+    int64_t block_changed = 0;
+    for (int64_t i = 0; i < n; ++i) {
       Word x, y;
-      std::memcpy(&x, a + i * sizeof(Word), sizeof(Word));
-      std::memcpy(&y, b + i * sizeof(Word), sizeof(Word));
-      if (x != y && first_changed < 0) first_changed = i;
-      changed += x != y;
+      std::memcpy(&x, pa + i * sizeof(Word), sizeof(Word));
+      std::memcpy(&y, pb + i * sizeof(Word), sizeof(Word));
+      block_changed += x != y;
     }
+    changed += block_changed;
   }
-  if (first_changed >= 0 && first != nullptr) *first = first_changed;
   return changed;
 }
 
