@@ -116,14 +116,6 @@ struct ReplayReport {
 absl::StatusOr<ReplayReport> Replay(const Scenario& scenario, Device* device,
                                     const ReplayOptions& options);
 
-// The scenario's expected verdict for `faults`, or nullptr when it states none.
-const Expectation* FindExpectation(const Scenario& scenario, const FaultSet& faults);
-
-// Differences between an expectation and a report, one line each ("status: expected FAIL, got
-// PASS"); empty when the report meets it.
-std::vector<std::string> CompareWithExpectation(const Expectation& expect,
-                                                const ReplayReport& report);
-
 }  // namespace dmalab
 
 #endif  // DMALAB_COMMON_REPLAY_H_

@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "common/fill.h"
 #include "common/hash.h"
+#include "common/replay_expectations.h"
 #include "common/report.h"
 #include "common/scenario_loader.h"
 #include "gmock/gmock.h"
@@ -223,6 +224,7 @@ TEST_P(ShippedScenarioTest, MeetsItsExpectations) {
     ReplayOptions options;
     options.faults = *FaultSet::Parse(expect.faults);
     options.poll_device_findings = SimFindings(device);
+    EXPECT_EQ(FindExpectation(*scenario, options.faults), &expect);
     const auto start = std::chrono::steady_clock::now();
     const std::clock_t cpu_start = std::clock();
     auto report = Replay(*scenario, &device, options);
