@@ -7,11 +7,13 @@
 #define DMALAB_COMMON_DEVICE_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_format.h"
 #include "absl/types/span.h"
 #include "common/dtype.h"
 #include "common/tensor.h"
@@ -20,6 +22,7 @@ namespace dmalab {
 
 using StreamId = int32_t;
 using EventId = int32_t;
+using GraphId = int32_t;
 
 // What a stream is for. On hardware, copy streams drive the DMA engines and use no SMs.
 enum class StreamKind { kCompute, kCopy, kFlag };
@@ -102,6 +105,18 @@ class Device {
   // True while `stream` is being captured into a graph (hardware only); fresh allocations
   // are then not allowed.
   virtual bool IsCapturing(StreamId /*stream*/) const { return false; }
+
+  // Graphs (optional; SupportsGraphs() says whether this device has them). CaptureGraph runs
+  // `body` and records the work it enqueues on every rank's streams into a graph instead of
+  // running it; LaunchGraph enqueues one replay of it, after the work already enqueued on every
+  // rank's compute stream and before the work enqueued on them later.
+  virtual bool SupportsGraphs() const { return false; }
+  virtual absl::StatusOr<GraphId> CaptureGraph(const std::function<absl::Status()>& /*body*/) {
+    return absl::UnimplementedError(absl::StrFormat("device '%s' has no graphs", name()));
+  }
+  virtual absl::Status LaunchGraph(GraphId /*graph*/) {
+    return absl::UnimplementedError(absl::StrFormat("device '%s' has no graphs", name()));
+  }
 };
 
 }  // namespace dmalab

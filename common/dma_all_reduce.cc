@@ -74,6 +74,10 @@ absl::StatusOr<std::unique_ptr<DmaAllReduce>> DmaAllReduce::Create(
   if (options.pieces < 1 || options.pieces > kMaxPieces) {
     return Invalid("DmaAllReduce: pieces is %d; must be in [1, %d]", options.pieces, kMaxPieces);
   }
+  if (options.graph_cache && !device->SupportsGraphs()) {
+    return Invalid("DmaAllReduce: graph_cache is on but device '%s' has no graphs",
+                   device->name());
+  }
   std::unique_ptr<DmaAllReduce> ar(new DmaAllReduce(device, options));
   DMALAB_RETURN_IF_ERROR(ar->Init());
   return ar;
@@ -232,14 +236,32 @@ absl::Status DmaAllReduce::AllReduce(absl::Span<const TensorView> inputs,
   }
   absl::StatusOr<const RingPlan*> plan = CachedPlan(inputs[0]);
   if (!plan.ok()) return plan.status();
+  if (options_.graph_cache) return RunCached(**plan, inputs, outs);
   return Run(**plan, inputs, outs);
 }
 
-absl::Status DmaAllReduce::Run(const RingPlan& plan, absl::Span<const TensorView> inputs,
-                               absl::Span<const TensorView> outs) {
+absl::Status DmaAllReduce::RunCached(const RingPlan& plan, absl::Span<const TensorView> inputs,
+                                     absl::Span<const TensorView> outs) {
+  std::vector<uint64_t> key = {static_cast<uint64_t>(plan.elems),
+                               static_cast<uint64_t>(plan.dtype)};
+  for (int r = 0; r < world_; ++r) {
+    key.push_back(inputs[r].addr());
+    key.push_back(outs[r].addr());
+  }
+  auto it = graphs_.find(key);
+  if (it == graphs_.end()) {
+    DMALAB_RETURN_IF_ERROR(EnsureEvents(plan));  // events cannot be created while capturing
+    absl::StatusOr<GraphId> graph =
+        device_->CaptureGraph([&]() { return Run(plan, inputs, outs); });
+    if (!graph.ok()) return graph.status();
+    --calls_;  // capturing ran nothing; the launch below is the call
+    it = graphs_.emplace(std::move(key), *graph).first;
+  }
   ++calls_;
-  device_->SetContext(absl::StrCat("all_reduce#", calls_));
-  const SlabLayout& slab = plan.slab;
+  return device_->LaunchGraph(it->second);
+}
+
+absl::Status DmaAllReduce::EnsureEvents(const RingPlan& plan) {
   for (int r = 0; r < world_; ++r) {
     RankState& rs = ranks_[r];
     while (static_cast<int>(rs.events.size()) < plan.num_events) {
@@ -248,6 +270,15 @@ absl::Status DmaAllReduce::Run(const RingPlan& plan, absl::Span<const TensorView
       rs.events.push_back(*e);
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status DmaAllReduce::Run(const RingPlan& plan, absl::Span<const TensorView> inputs,
+                               absl::Span<const TensorView> outs) {
+  ++calls_;
+  device_->SetContext(absl::StrCat("all_reduce#", calls_));
+  const SlabLayout& slab = plan.slab;
+  DMALAB_RETURN_IF_ERROR(EnsureEvents(plan));
   for (int r = 0; r < world_; ++r) {
     RankState& rs = ranks_[r];
     auto resolve = [&](const Slice& s) -> MemRef {

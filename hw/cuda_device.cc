@@ -28,6 +28,18 @@ kernels::ElementType ElementTypeOf(DType dtype) {
   return kernels::ElementType::kFP32;
 }
 
+kernels::OperandCodec OperandCodecOf(Codec codec) {
+  switch (codec) {
+    case Codec::kPlain:
+      return kernels::OperandCodec::kPlainBF16;
+    case Codec::kInt8Block:
+      return kernels::OperandCodec::kInt8Block;
+    case Codec::kE4M3Block:
+      return kernels::OperandCodec::kE4M3Block;
+  }
+  return kernels::OperandCodec::kPlainBF16;
+}
+
 // Streams beyond the GPU's hardware work queues share queues, and a spinning wait kernel then
 // blocks whatever is queued behind it, possibly the very signal it waits for. Virtual ranks
 // put many streams on one GPU, so ask for the most queues (32; the default is 8). Read when a
@@ -321,34 +333,62 @@ absl::Status CudaDevice::Reduce(StreamId stream, DType dtype, const Operand& dst
   absl::StatusOr<const Stream*> s = GetStream(stream, "reduce");
   if (!s.ok()) return s.status();
   DMALAB_HW_RETURN_IF_ERROR(ValidateReduce(dtype, dst, terms, elems));
-  auto refuse_codec = [&](const Operand& op) -> absl::Status {
-    if (op.codec == Codec::kPlain) return absl::OkStatus();
-    return absl::UnimplementedError(absl::StrFormat(
-        "reduce '%s': codec %s is not implemented by the CUDA device yet (plain operands only)",
-        label, CodecName(op.codec)));
-  };
-  DMALAB_HW_RETURN_IF_ERROR(refuse_codec(dst));
-  for (const Operand& t : terms) DMALAB_HW_RETURN_IF_ERROR(refuse_codec(t));
   if (terms.size() > static_cast<size_t>(kernels::kMaxReduceTerms)) {
     return absl::InvalidArgumentError(
         absl::StrFormat("reduce '%s': %d terms; the CUDA kernel takes at most %d", label,
                         terms.size(), kernels::kMaxReduceTerms));
   }
-  kernels::ReduceArgs args;
   DMALAB_HW_RETURN_IF_ERROR(CheckLive(dst.mem, {"reduce", label, "dst"}));
-  args.dst = Ptr(dst.mem);
   for (size_t t = 0; t < terms.size(); ++t) {
     DMALAB_HW_RETURN_IF_ERROR(
         CheckLive(terms[t].mem, {"reduce", label, "terms", static_cast<int>(t)}));
-    args.terms[t] = Ptr(terms[t].mem);
   }
+  bool block_coded = dst.codec != Codec::kPlain;
+  for (const Operand& t : terms) block_coded = block_coded || t.codec != Codec::kPlain;
+  DMALAB_HW_RETURN_IF_ERROR(UseGpu((*s)->gpu));
+  if (block_coded) return ReduceBlockCoded(**s, dst, terms, elems, label);
+  kernels::ReduceArgs args;
+  args.dst = Ptr(dst.mem);
+  for (size_t t = 0; t < terms.size(); ++t) args.terms[t] = Ptr(terms[t].mem);
   args.num_terms = static_cast<int32_t>(terms.size());
   args.elems = elems;
-  DMALAB_HW_RETURN_IF_ERROR(UseGpu((*s)->gpu));
   DMALAB_CUDA_RETURN_IF_ERROR(kernels::LaunchReduce((*s)->stream, ElementTypeOf(dtype), args,
                                                     gpus_[(*s)->gpu].max_reduce_blocks),
                               "reduce '%s' on rank %d stream '%s': %d terms of %d %s", label,
                               (*s)->rank, (*s)->name, terms.size(), elems, DTypeName(dtype));
+  return absl::OkStatus();
+}
+
+absl::Status CudaDevice::ReduceBlockCoded(const Stream& stream, const Operand& dst,
+                                          absl::Span<const Operand> terms, int64_t elems,
+                                          std::string_view label) {
+  // The kernel reads a whole block of every term before it writes dst's block: exact aliases of
+  // one codec are in place; anything else that overlaps dst would read half-written blocks.
+  for (size_t t = 0; t < terms.size(); ++t) {
+    const MemRef& m = terms[t].mem;
+    if (!m.Overlaps(dst.mem)) continue;
+    if (m.addr == dst.mem.addr && m.bytes == dst.mem.bytes && terms[t].codec == dst.codec) {
+      continue;
+    }
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "reduce '%s': terms[%d] ([0x%x, +%d), codec %s) overlaps dst ([0x%x, +%d), codec %s); a "
+        "term that overlaps dst must be dst itself, with dst's codec",
+        label, t, m.addr, m.bytes, CodecName(terms[t].codec), dst.mem.addr, dst.mem.bytes,
+        CodecName(dst.codec)));
+  }
+  kernels::BlockReduceArgs args;
+  args.dst = Ptr(dst.mem);
+  args.dst_codec = OperandCodecOf(dst.codec);
+  for (size_t t = 0; t < terms.size(); ++t) {
+    args.terms[t] = Ptr(terms[t].mem);
+    args.term_codecs[t] = OperandCodecOf(terms[t].codec);
+  }
+  args.num_terms = static_cast<int32_t>(terms.size());
+  args.elems = elems;
+  DMALAB_CUDA_RETURN_IF_ERROR(
+      kernels::LaunchBlockReduce(stream.stream, args, gpus_[stream.gpu].max_reduce_blocks),
+      "reduce '%s' on rank %d stream '%s': %d terms of %d bf16 into %s", label, stream.rank,
+      stream.name, terms.size(), elems, CodecName(dst.codec));
   return absl::OkStatus();
 }
 
@@ -425,6 +465,11 @@ absl::Status CudaDevice::Write(const MemRef& dst, absl::Span<const uint8_t> byte
   DMALAB_HW_RETURN_IF_ERROR(UseGpu(ranks_[dst.rank].gpu));
   DMALAB_CUDA_RETURN_IF_ERROR(cudaMemcpy(Ptr(dst), bytes.data(), bytes.size(), cudaMemcpyDefault),
                               "write %d bytes to rank %d", bytes.size(), dst.rank);
+  // From pageable memory cudaMemcpy may return once the bytes are staged, before the DMA into
+  // device memory lands, and on the legacy stream, which our non-blocking streams do not wait
+  // for: without this, work enqueued next can read the old contents (seen on an H200).
+  DMALAB_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize(), "write %d bytes to rank %d: complete",
+                              bytes.size(), dst.rank);
   return absl::OkStatus();
 }
 

@@ -70,7 +70,8 @@ class CudaDevice : public Device {
 
   absl::Status Copy(StreamId stream, const MemRef& dst, const MemRef& src,
                     std::string_view label) override;
-  // Plain dtypes only for now: block codecs return Unimplemented. At most 16 terms.
+  // At most 16 terms. Block-coded operands (bf16 only) run the block-codec kernel, where a term
+  // that overlaps dst must be dst itself with dst's codec.
   absl::Status Reduce(StreamId stream, DType dtype, const Operand& dst,
                       absl::Span<const Operand> terms, int64_t elems,
                       std::string_view label) override;
@@ -93,6 +94,11 @@ class CudaDevice : public Device {
   // Launches `graph` on rank 0's compute stream, after the work already enqueued on every
   // rank's compute stream and before the work enqueued on them later.
   absl::Status Replay(const CudaGraph& graph);
+
+  // Device's graph interface over Capture and Replay; the device owns the graphs.
+  bool SupportsGraphs() const override { return true; }
+  absl::StatusOr<GraphId> CaptureGraph(const std::function<absl::Status()>& body) override;
+  absl::Status LaunchGraph(GraphId graph) override;
 
   // The CUDA device ordinal rank `rank` runs on.
   int gpu_of_rank(int rank) const { return gpus_[ranks_[rank].gpu].ordinal; }
@@ -163,6 +169,11 @@ class CudaDevice : public Device {
   absl::Status CheckLive(const MemRef& mem, const OperandName& name) const;
   absl::Status CheckFlagWord(const MemRef& mem, const OperandName& name) const;
   absl::Status RefuseDuringCapture(std::string_view what) const;
+  // Reduce with at least one block-coded operand; the arguments are validated and the stream's
+  // GPU is current.
+  absl::Status ReduceBlockCoded(const Stream& stream, const Operand& dst,
+                                absl::Span<const Operand> terms, int64_t elems,
+                                std::string_view label);
 
   CudaDeviceOptions options_;
   std::vector<Gpu> gpus_;
@@ -173,6 +184,7 @@ class CudaDevice : public Device {
   cudaEvent_t fork_event_ = nullptr;  // on rank 0's GPU
   uint64_t next_alloc_id_ = 1;
   bool capturing_ = false;
+  std::vector<std::unique_ptr<CudaGraph>> graphs_;  // owned by CaptureGraph's ids
 };
 
 }  // namespace dmalab

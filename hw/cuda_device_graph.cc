@@ -102,4 +102,18 @@ absl::Status CudaDevice::Replay(const CudaGraph& graph) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<GraphId> CudaDevice::CaptureGraph(const std::function<absl::Status()>& body) {
+  absl::StatusOr<CudaGraph> graph = Capture(body);
+  if (!graph.ok()) return graph.status();
+  graphs_.push_back(std::make_unique<CudaGraph>(*std::move(graph)));
+  return static_cast<GraphId>(graphs_.size() - 1);
+}
+
+absl::Status CudaDevice::LaunchGraph(GraphId graph) {
+  if (graph < 0 || graph >= static_cast<GraphId>(graphs_.size())) {
+    return absl::InvalidArgumentError(absl::StrFormat("launch graph: graph %d does not exist", graph));
+  }
+  return Replay(*graphs_[graph]);
+}
+
 }  // namespace dmalab

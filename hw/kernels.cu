@@ -252,7 +252,7 @@ cudaError_t PreloadKernels() {
   for (const void* k : kernels) {
     if (cudaError_t e = cudaFuncGetAttributes(&attr, k); e != cudaSuccess) return e;
   }
-  return cudaSuccess;
+  return PreloadBlockReduceKernels();
 }
 
 }  // namespace dmalab::kernels

@@ -1,6 +1,6 @@
-// The CUDA kernels of CudaDevice and their launchers: the element-wise Reduce and the one-thread
-// flag kernels. Plain C++ declarations (no absl), so that both nvcc and the host compiler read
-// them; CudaDevice turns the returned cudaError_t into a Status.
+// The CUDA kernels of CudaDevice and their launchers: the element-wise Reduce, the block-codec
+// Reduce and the one-thread flag kernels. Plain C++ declarations (no absl), so that both nvcc and
+// the host compiler read them; CudaDevice turns the returned cudaError_t into a Status.
 #ifndef DMALAB_HW_KERNELS_H_
 #define DMALAB_HW_KERNELS_H_
 
@@ -28,11 +28,33 @@ struct ReduceArgs {
 cudaError_t LaunchReduce(cudaStream_t stream, ElementType type, const ReduceArgs& args,
                          int max_blocks);
 
-// c = ++*counter; then a system-scope release store of c to *peer_flag (any GPU's memory).
+// How an operand of the block-codec Reduce is stored: bf16 elements, or 128-value blocks of
+// INT8 or E4M3 codes with one fp32 scale each (common/codec.h, segment layout included).
+enum class OperandCodec : int32_t { kPlainBF16, kInt8Block, kE4M3Block };
+
+// dst = encode(decode(terms[0]) + ... + decode(terms[num_terms - 1])), a 128-value block at a
+// time, summed left to right in fp32 exactly as ReduceHost does (hw/codec_reduce.h). elems is
+// divisible by 128. dst may equal a term of the same codec (in place).
+struct BlockReduceArgs {
+  void* dst = nullptr;
+  OperandCodec dst_codec = OperandCodec::kPlainBF16;
+  const void* terms[kMaxReduceTerms] = {};
+  OperandCodec term_codecs[kMaxReduceTerms] = {};
+  int32_t num_terms = 0;
+  int64_t elems = 0;
+};
+
+// One warp per block. Uses 8-byte (bf16) and 4-byte (codes, scales) accesses when every plain
+// pointer is 8-byte and every encoded one 4-byte aligned, byte accesses otherwise.
+cudaError_t LaunchBlockReduce(cudaStream_t stream, const BlockReduceArgs& args, int max_blocks);
+
 // Loads every kernel on the current GPU now, so no launch has to load a module while a flag
 // wait spins (lazy loading could then deadlock).
 cudaError_t PreloadKernels();
+// PreloadKernels' part for the kernels of hw/codec_kernels.cu.
+cudaError_t PreloadBlockReduceKernels();
 
+// c = ++*counter; then a system-scope release store of c to *peer_flag (any GPU's memory).
 cudaError_t LaunchSignalFlag(cudaStream_t stream, uint64_t* counter, uint64_t* peer_flag);
 
 // Why a wait kernel gave up.

@@ -14,6 +14,27 @@ constexpr int kHostTimeline = 0;
 
 }  // namespace
 
+// Timing: the model sees each op's host enqueue time and, once executed, what it waited for.
+TimedOp::Kind SimDevice::TimedKind(OpKind kind) {
+  switch (kind) {
+    case OpKind::kCopy:
+      return TimedOp::Kind::kCopy;
+    case OpKind::kReduce:
+      return TimedOp::Kind::kReduce;
+    case OpKind::kSignal:
+      return TimedOp::Kind::kSignal;
+    case OpKind::kWaitFlag:
+      return TimedOp::Kind::kWaitFlag;
+    case OpKind::kRecord:
+      return TimedOp::Kind::kRecord;
+    case OpKind::kWaitEvent:
+      return TimedOp::Kind::kWaitEvent;
+    case OpKind::kFree:
+      break;
+  }
+  return TimedOp::Kind::kFree;
+}
+
 SimDevice::SimDevice(int world, uint64_t seed)
     : world_(world), seed_(seed), rng_(seed), races_(world) {
   for (int r = 0; r < world; ++r) {
@@ -94,6 +115,7 @@ absl::Status SimDevice::Enqueue(StreamId s, Op op, std::string_view label) {
                                context_.empty() ? std::string(label)
                                                 : absl::StrFormat("%s %s", context_, label)});
   op.host_clock = host_clock_;
+  if (timing_) op.host_us = timing_->Enqueue(TimedKind(op.kind));
   streams_[s].queue.push_back(std::move(op));
   ++pending_;
   return absl::OkStatus();
@@ -334,6 +356,7 @@ void SimDevice::Execute(StreamId sid, Op& op) {
       freed_.insert(op.dst.alloc_id);
       break;
   }
+  if (timing_) Time(sid, op);
   ++ops_executed_;
 }
 
@@ -369,6 +392,7 @@ absl::Status SimDevice::Synchronize() {
       findings_.Add(FindingKind::kDeadlock, report);
       for (Stream& s : streams_) s.queue.clear();
       pending_ = 0;
+      if (timing_) timing_->Synchronize();  // what did run is still timed
       return absl::FailedPreconditionError(absl::StrCat(report, " (seed ", seed_, ")"));
     }
     const StreamId pick = ready[rng_() % ready.size()];
@@ -378,7 +402,57 @@ absl::Status SimDevice::Synchronize() {
   }
   for (const Stream& s : streams_) host_clock_.Join(s.clock);
   host_clock_.Tick(kHostTimeline);
+  if (timing_) timing_->Synchronize();
   return absl::OkStatus();
+}
+
+absl::Status SimDevice::SetTopology(const Topology* topology) {
+  if (topology == nullptr) {
+    timing_.reset();
+    return absl::OkStatus();
+  }
+  if (topology->max_ranks() < world_) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("set topology: '%s' holds %d ranks; the device has %d", topology->name,
+                        topology->max_ranks(), world_));
+  }
+  timing_ = std::make_unique<TimingModel>(*topology);
+  return absl::OkStatus();
+}
+
+void SimDevice::Time(StreamId sid, const Op& op) {
+  TimedOp t;
+  t.kind = TimedKind(op.kind);
+  t.stream = sid;
+  t.rank = streams_[sid].rank;
+  t.host_us = op.host_us;
+  switch (op.kind) {
+    case OpKind::kCopy:
+      t.src_rank = op.src.rank;
+      t.dst_rank = op.dst.rank;
+      t.bytes = op.dst.bytes;
+      break;
+    case OpKind::kReduce:
+      t.bytes = op.dst_operand.mem.bytes;
+      for (const Operand& term : op.terms) t.bytes += term.mem.bytes;
+      break;
+    case OpKind::kSignal:
+      t.flag = {op.src.rank, op.src.addr};
+      t.value = LoadU64(op.src);  // just stored by Execute
+      break;
+    case OpKind::kWaitFlag:
+      t.flag = {op.src.rank, op.src.addr};
+      t.value = op.wait_target;
+      break;
+    case OpKind::kRecord:
+    case OpKind::kWaitEvent:
+      t.event = op.event;
+      t.event_seq = op.event_seq;
+      break;
+    case OpKind::kFree:
+      break;
+  }
+  timing_->Executed(t);
 }
 
 absl::Status SimDevice::Write(const MemRef& dst, absl::Span<const uint8_t> bytes) {

@@ -26,6 +26,8 @@
 #include "sim/finding.h"
 #include "sim/race_checker.h"
 #include "sim/sim_memory.h"
+#include "sim/timing_model.h"
+#include "sim/topology.h"
 #include "sim/vector_clock.h"
 
 namespace dmalab {
@@ -67,6 +69,13 @@ class SimDevice : public Device {
   // Operations executed so far.
   int64_t ops_executed() const { return ops_executed_; }
 
+  // Timing (sim/timing_model.h): from now on every enqueue costs host time and every executed op
+  // is timed on `topology`, which must outlive the device and hold at least world ranks. Without
+  // a topology nothing is timed and now_us() stays 0.
+  absl::Status SetTopology(const Topology* topology);
+  // The simulated host clock, us: after Synchronize, the end of all work so far.
+  double now_us() const { return timing_ ? timing_->now_us() : 0.0; }
+
  private:
   enum class OpKind { kCopy, kReduce, kSignal, kWaitFlag, kRecord, kWaitEvent, kFree };
   struct Op {
@@ -82,6 +91,7 @@ class SimDevice : public Device {
     uint64_t event_seq = 0;  // kRecord: this record's number; kWaitEvent: the one waited for
     uint64_t wait_target = 0;  // kWaitFlag: set on the first attempt
     bool wait_armed = false;
+    double host_us = 0;  // timing: host clock at enqueue
   };
   struct Stream {
     int rank;
@@ -111,6 +121,8 @@ class SimDevice : public Device {
   void StoreU64(const MemRef& m, uint64_t v);
   uint8_t* HostPtr(const MemRef& m);
   std::string DeadlockReport();
+  static TimedOp::Kind TimedKind(OpKind kind);
+  void Time(StreamId sid, const Op& op);
 
   int world_;
   uint64_t seed_;
@@ -133,6 +145,7 @@ class SimDevice : public Device {
   std::set<uint64_t> freed_;  // allocations whose free has executed
   int64_t ops_executed_ = 0;
   int64_t pending_ = 0;
+  std::unique_ptr<TimingModel> timing_;  // null: no topology, nothing timed
 };
 
 }  // namespace dmalab

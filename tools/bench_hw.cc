@@ -23,8 +23,10 @@ void BM_AllReduceEnqueue(benchmark::State& state) {
     state.SkipWithError(std::string(device.status().message()).c_str());
     return;
   }
+  const bool graph_cache = state.range(1) != 0;
   DmaAllReduceOptions options;
   options.max_bytes = bytes;
+  options.graph_cache = graph_cache;
   absl::StatusOr<std::unique_ptr<DmaAllReduce>> ar = DmaAllReduce::Create(device->get(), options);
   if (!ar.ok()) {
     state.SkipWithError(std::string(ar.status().message()).c_str());
@@ -77,12 +79,16 @@ void BM_AllReduceEnqueue(benchmark::State& state) {
     state.counters["device_ops_per_call"] = static_cast<double>(ops);
     state.counters["pieces"] = plan->pieces;
   }
-  state.SetLabel(absl::StrFormat("%d ranks on 1 GPU, bf16, %d MiB", kWorld, bytes >> 20));
+  state.SetLabel(absl::StrFormat("%d ranks on 1 GPU, bf16, %d MiB, %s", kWorld, bytes >> 20,
+                                 graph_cache ? "graph cache (one launch per call)"
+                                             : "eager (every op enqueued)"));
 }
 
 BENCHMARK(BM_AllReduceEnqueue)
-    ->Arg(1 << 20)
-    ->Arg(22 << 20)
+    ->Args({1 << 20, 0})
+    ->Args({22 << 20, 0})
+    ->Args({1 << 20, 1})
+    ->Args({22 << 20, 1})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 

@@ -150,14 +150,15 @@ TEST(CudaDeviceTest, OutOfBoundsViewIsRefused) {
   EXPECT_NE(s.message().find("not inside a live allocation"), std::string::npos) << s;
 }
 
-TEST(CudaDeviceTest, ReduceWithBlockCodecIsUnimplementedForNow) {
+TEST(CudaDeviceTest, ReduceWithBlockCodecNeedsBF16) {
   DMALAB_CUDA_DEVICE_OR_SKIP(device, 1, 1);
   MemRef q = *device->Allocate(0, EncodedBytes(Codec::kInt8Block, DType::kBF16, 128), "q");
   MemRef out = *device->Allocate(0, 256, "out");
   const Operand terms[] = {{q, Codec::kInt8Block}};
-  const absl::Status s = device->Reduce(device->ComputeStream(0), DType::kBF16,
+  const absl::Status s = device->Reduce(device->ComputeStream(0), DType::kFP16,
                                         {out, Codec::kPlain}, terms, 128, "dq");
-  EXPECT_TRUE(absl::IsUnimplemented(s)) << s;
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_NE(s.message().find("block codecs need bf16"), std::string::npos) << s;
 }
 
 }  // namespace

@@ -1,0 +1,144 @@
+// The topology loader: routes through switches, and errors located at the offending node with
+// the field, what was found and what is allowed.
+#include "sim/topology.h"
+
+#include <string>
+
+#include "absl/strings/str_replace.h"
+#include "gtest/gtest.h"
+
+namespace dmalab {
+namespace {
+
+constexpr char kValid[] = R"(name: t
+gpus: 4
+copy_engines: 2
+memory_gbps: 1000
+links:
+  local: {gbps: 500, latency_us: 2}
+  peer: {gbps: 50, latency_us: 5}
+uplinks:
+  - {name: sw0, parent: rc, gbps: 50}
+  - {name: sw1, parent: rc, gbps: 50}
+  - {name: rc, fabric_gbps: 80}
+gpu_uplinks: [sw0, sw0, sw1, sw1]
+kernel: {launch_us: 1, overhead_us: 3, reduce_gbps: 500}
+flag: {latency_us: 1.5}
+host: {copy_us: 2, event_us: 1}
+)";
+
+// kValid with `from` replaced by `to`; the error message, or "parsed".
+std::string ErrorWith(const std::string& from, const std::string& to) {
+  const std::string text = absl::StrReplaceAll(kValid, {{from, to}});
+  EXPECT_NE(text, kValid) << "'" << from << "' is not in the document";
+  absl::StatusOr<Topology> t = ParseTopology(text, "t.yaml");
+  return t.ok() ? "parsed" : std::string(t.status().message());
+}
+
+TEST(TopologyTest, ValidDocumentParses) {
+  absl::StatusOr<Topology> t = ParseTopology(kValid, "t.yaml");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->name, "t");
+  EXPECT_EQ(t->rank_gpus, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(t->gpu_uplinks, (std::vector<int>{0, 0, 1, 1}));
+  EXPECT_EQ(t->uplinks[0].parent, 2);
+  EXPECT_EQ(t->uplinks[2].parent, -1);
+  EXPECT_DOUBLE_EQ(t->uplinks[2].fabric_gbps, 80);
+  EXPECT_DOUBLE_EQ(t->flag_latency_us, 1.5);
+}
+
+TEST(TopologyTest, RouteClimbsTurnsInTheLowestCommonNodeAndDescends) {
+  const Topology t = *ParseTopology(kValid, "t.yaml");
+  using K = UplinkUse::Kind;
+  const std::vector<UplinkUse> across = RouteBetween(t, 1, 2);
+  ASSERT_EQ(across.size(), 3u);
+  EXPECT_EQ(across[0].uplink, 0);
+  EXPECT_EQ(across[0].kind, K::kUp);
+  EXPECT_EQ(across[1].uplink, 2);
+  EXPECT_EQ(across[1].kind, K::kFabric);
+  EXPECT_EQ(across[2].uplink, 1);
+  EXPECT_EQ(across[2].kind, K::kDown);
+  EXPECT_TRUE(RouteBetween(t, 0, 1).empty());  // sw0 has no fabric limit
+  EXPECT_TRUE(RouteBetween(t, 3, 3).empty());
+}
+
+TEST(TopologyTest, VirtualRanksShareAGpu) {
+  absl::StatusOr<Topology> t = ParseTopology(
+      absl::StrReplaceAll(kValid, {{"gpus: 4\n", "gpus: 4\nrank_gpus: [0, 0, 3]\n"}}), "t.yaml");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->rank_gpus, (std::vector<int>{0, 0, 3}));
+  t = ParseTopology(absl::StrReplaceAll(kValid, {{"gpus: 4\n", "gpus: 4\nranks_per_gpu: 2\n"}}),
+                    "t.yaml");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->rank_gpus, (std::vector<int>{0, 0, 1, 1, 2, 2, 3, 3}));
+}
+
+TEST(TopologyTest, UnknownFieldIsNamedWithTheAllowedOnes) {
+  EXPECT_EQ(ErrorWith("copy_engines: 2", "copy_engine: 2"),
+            "t.yaml:3:1: field 'copy_engine': found an unknown field, allowed fields name, gpus, "
+            "ranks_per_gpu, rank_gpus, copy_engines, memory_gbps, port_gbps, links, uplinks, "
+            "gpu_uplinks, kernel, flag, host");
+}
+
+TEST(TopologyTest, BadNumberIsLocatedAtTheValue) {
+  EXPECT_EQ(ErrorWith("memory_gbps: 1000", "memory_gbps: fast"),
+            "t.yaml:4:14: field 'memory_gbps': found 'fast', allowed a number > 0");
+  EXPECT_EQ(ErrorWith("latency_us: 5}", "latency_us: -5}"),
+            "t.yaml:7:32: field 'links.peer.latency_us': found '-5', allowed a number >= 0");
+  EXPECT_EQ(ErrorWith("gpus: 4", "gpus: 0"),
+            "t.yaml:2:7: field 'gpus': found '0', allowed an integer in 1..64");
+}
+
+TEST(TopologyTest, MissingFieldIsLocatedAtItsMap) {
+  EXPECT_EQ(ErrorWith("  peer: {gbps: 50, latency_us: 5}\n", ""),
+            "t.yaml:6:3: field 'links.peer': found nothing (the field is missing), allowed a map "
+            "with gbps, latency_us");
+  EXPECT_EQ(ErrorWith("flag: {latency_us: 1.5}\n", ""),
+            "t.yaml:1:1: field 'flag': found nothing (the field is missing), allowed a map");
+}
+
+TEST(TopologyTest, UnknownUplinkNameListsTheKnownOnes) {
+  EXPECT_EQ(ErrorWith("[sw0, sw0, sw1, sw1]", "[sw0, sw0, sw9, sw1]"),
+            "t.yaml:12:25: field 'gpu_uplinks[2]': found 'sw9', allowed one of sw0, sw1, rc");
+  EXPECT_EQ(ErrorWith("[sw0, sw0, sw1, sw1]", "[sw0, sw0, sw1]"),
+            "t.yaml:12:14: field 'gpu_uplinks': found a list of 3, allowed a list of 4 uplink "
+            "names");
+}
+
+TEST(TopologyTest, UplinkCycleIsRejected) {
+  EXPECT_EQ(ErrorWith("{name: rc, fabric_gbps: 80}", "{name: rc, parent: sw0, gbps: 50}"),
+            "t.yaml:9:25: field 'uplinks[0].parent': found 'rc', allowed a parent that is not a "
+            "descendant");
+}
+
+TEST(TopologyTest, RankOnAMissingGpuIsRejected) {
+  EXPECT_EQ(ErrorWith("gpus: 4\n", "gpus: 4\nrank_gpus: [0, 4]\n"),
+            "t.yaml:3:16: field 'rank_gpus[1]': found '4', allowed an integer in 0..3");
+}
+
+TEST(TopologyTest, EfficiencyPointsMustGrowInBytes) {
+  EXPECT_EQ(ErrorWith("{gbps: 500, latency_us: 2}",
+                      "{gbps: 500, latency_us: 2, efficiency: [[4096, 0.5], [1024, 0.9]]}"),
+            "t.yaml:6:64: field 'links.local.efficiency[1][0]': found '1024', allowed a list of "
+            "[bytes, fraction] with bytes increasing");
+}
+
+TEST(TopologyTest, YamlSyntaxErrorIsLocated) {
+  EXPECT_EQ(ErrorWith("gpus: 4", "gpus: [4"), "t.yaml:3:13: end of sequence flow not found");
+}
+
+TEST(TopologyTest, DocumentMustBeAMap) {
+  absl::StatusOr<Topology> t = ParseTopology("- 1\n", "t.yaml");
+  EXPECT_EQ(t.status().message(),
+            "t.yaml:1:1: field '(document)': found a list, allowed a map with fields name, gpus, "
+            "ranks_per_gpu, rank_gpus, copy_engines, memory_gbps, port_gbps, links, uplinks, "
+            "gpu_uplinks, kernel, flag, host");
+}
+
+TEST(TopologyTest, MissingFileIsNamed) {
+  EXPECT_EQ(LoadTopologyFile("no/such.yaml").status().message(),
+            "topology: cannot open 'no/such.yaml'");
+}
+
+}  // namespace
+}  // namespace dmalab
