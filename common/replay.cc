@@ -139,6 +139,11 @@ absl::StatusOr<ReplayReport> Replayer::Run() {
     f.detail = std::string(s.message());
     AddFinding(std::move(f));
   }
+  if (o_.inspect_at_end && device_failure_.ok()) {
+    for (const auto& [name, t] : live_) {
+      if (absl::Status st = o_.inspect_at_end(name, t.views); !st.ok()) return st;
+    }
+  }
   // Return whatever is still live, so a device's allocator sees a clean end.
   step_text_ = "end of scenario";
   while (!live_.empty()) Release(live_.begin()->first, /*at_end=*/true);

@@ -36,6 +36,9 @@ struct ReplayOptions {
   // poll (SimDevice: races, use after free or reuse, deadlocks), one line each. Each line
   // becomes a kDeviceChecker finding of that step.
   std::function<std::vector<std::string>()> poll_device_findings;
+  // Optional: called after the last step for every tensor still live (name, one view per rank),
+  // before the replay frees them; an error ends the replay with that error.
+  std::function<absl::Status(const std::string&, const std::vector<TensorView>&)> inspect_at_end;
 };
 
 enum class ReplayFindingKind {

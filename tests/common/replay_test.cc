@@ -1,5 +1,7 @@
 #include "common/replay.h"
 
+#include <algorithm>
+#include <filesystem>
 #include <chrono>
 #include <ctime>
 #include <functional>
@@ -242,11 +244,23 @@ TEST_P(ShippedScenarioTest, MeetsItsExpectations) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Scenarios, ShippedScenarioTest,
-                         ::testing::Values("glm52_tp4_layer0_residual", "glm5_tp8_prefill",
-                                           "glm5_tp8_decode", "llama70b_tp8_prefill",
-                                           "llama70b_tp8_decode", "mtp_fused_residual_tp4",
-                                           "explicit_outputs_tp3"));
+// Every *.yaml directly in scenarios/ (topologies live in a subfolder), so a new file is
+// tested without editing this list.
+std::vector<std::string> ShippedScenarios() {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator("scenarios")) {
+    if (entry.is_regular_file() && entry.path().extension() == ".yaml") {
+      names.push_back(entry.path().stem().string());
+    }
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(Scenarios, ShippedScenarioTest, ::testing::ValuesIn(ShippedScenarios()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
 
 }  // namespace
 }  // namespace dmalab
