@@ -13,6 +13,7 @@
 #include "common/ring_planner.h"
 #include "sim/sim_device.h"
 #include "tools/calibrate.h"
+#include "tools/replay_command.h"
 #include "tools/sweep.h"
 
 ABSL_FLAG(int, ranks, 4, "number of ranks (world size), 2..16");
@@ -21,7 +22,15 @@ ABSL_FLAG(std::string, wire, "bf16",
           "wire mode: bf16, i8, i8_ring, i8_a2a, e4m3, e4m3_ring, e4m3_a2a");
 ABSL_FLAG(int, pieces, 2, "pieces per chunk, 1..8 (1 is used when a piece would be under 512 KiB)");
 ABSL_FLAG(int64_t, elems, 4096, "plan: elements of the tensor");
-ABSL_FLAG(uint64_t, seed, 1, "simulator seed: fixes every scheduling choice");
+ABSL_FLAG(uint64_t, seed, 0,
+          "simulator seed: fixes every scheduling choice (replay: default the scenario's seed; "
+          "demo, sweep: default 1)");
+ABSL_FLAG(std::string, backend, "sim", "replay, sweep: sim (CPU simulator) or hw (CUDA GPUs)");
+ABSL_FLAG(int, gpus, 1, "replay, sweep, calibrate (hw): number of GPUs the ranks spread over");
+ABSL_FLAG(std::string, json, "", "replay, sweep: also write the report as JSON to this path");
+ABSL_FLAG(std::string, dump, "",
+          "replay: write every live tensor per rank after the last step as DIR/NAME.rankR.npy "
+          "(float32)");
 ABSL_FLAG(std::string, inject, "",
           "fault to inject: persistent-output, drop-copy-wait, skip-end-handshake");
 ABSL_FLAG(std::string, b, "1M", "demo, sweep: smallest size in bytes (K, M, G suffixes)");
@@ -31,11 +40,8 @@ ABSL_FLAG(int, n, 20, "sweep: timed iterations per size");
 ABSL_FLAG(int, w, 5, "sweep: warm-up iterations per size");
 ABSL_FLAG(int, c, 1, "sweep: check results against the exact sum (0 or 1)");
 ABSL_FLAG(int, G, 0, "sweep: > 0 replays a captured graph per call (graph cache; hw only)");
-ABSL_FLAG(std::string, backend, "sim", "sweep: sim (timing model) or hw (CUDA)");
-ABSL_FLAG(int, gpus, 1, "sweep, calibrate (hw): GPUs the ranks are spread over");
 ABSL_FLAG(std::string, topology, "", "sweep (sim): topology YAML the timing model uses");
 ABSL_FLAG(std::string, csv, "", "sweep: write the table as CSV to this path");
-ABSL_FLAG(std::string, json, "", "sweep: write a JSON report to this path");
 ABSL_FLAG(std::string, out, "", "calibrate: topology YAML to write");
 
 namespace dmalab {
@@ -46,6 +52,10 @@ constexpr char kUsage[] = R"(dmalab: a testbed for copy-engine (DMA) all-reduce 
 usage: dmalab <command> [flags]
 
 commands:
+  replay  replay a scenario (scenarios/*.yaml) and check what a model relies on: retained
+          values unchanged, no two live results sharing storage, ranks bit-identical
+          e.g. dmalab replay scenarios/glm52_tp4_layer0_residual.yaml --inject=persistent-output
+          flags: --backend=sim|hw --seed=N --inject=NAME --json=PATH --dump=DIR --gpus=N
   demo    run the DMA ring all-reduce on the simulator over a range of sizes and print a table:
           wrong elements against the exact sum, rank consistency, checker findings
           e.g. dmalab demo --ranks=4 --dtype=bf16 --b=1M --e=16M --f=4 --seed=1
@@ -130,7 +140,7 @@ int RunDemo() {
     return Fail(absl::InvalidArgumentError(
         absl::StrFormat("--ranks is %d; must be in [%d, %d]", world, kMinWorld, kMaxWorld)));
   }
-  SimDevice dev(world, absl::GetFlag(FLAGS_seed));
+  SimDevice dev(world, absl::GetFlag(FLAGS_seed) == 0 ? 1 : absl::GetFlag(FLAGS_seed));
   DmaAllReduceOptions opts;
   opts.max_bytes = *hi;
   opts.pieces = absl::GetFlag(FLAGS_pieces);
@@ -208,13 +218,23 @@ int RunDemo() {
 }
 
 SweepCommand SweepFlags() {
-  return SweepCommand{
-      absl::GetFlag(FLAGS_b),      absl::GetFlag(FLAGS_e),        absl::GetFlag(FLAGS_f),
-      absl::GetFlag(FLAGS_n),      absl::GetFlag(FLAGS_w),        absl::GetFlag(FLAGS_c),
-      absl::GetFlag(FLAGS_G),      absl::GetFlag(FLAGS_dtype),    absl::GetFlag(FLAGS_wire),
-      absl::GetFlag(FLAGS_pieces), absl::GetFlag(FLAGS_backend),  absl::GetFlag(FLAGS_ranks),
-      absl::GetFlag(FLAGS_gpus),   absl::GetFlag(FLAGS_topology), absl::GetFlag(FLAGS_seed),
-      absl::GetFlag(FLAGS_csv),    absl::GetFlag(FLAGS_json)};
+  return SweepCommand{absl::GetFlag(FLAGS_b),
+                      absl::GetFlag(FLAGS_e),
+                      absl::GetFlag(FLAGS_f),
+                      absl::GetFlag(FLAGS_n),
+                      absl::GetFlag(FLAGS_w),
+                      absl::GetFlag(FLAGS_c),
+                      absl::GetFlag(FLAGS_G),
+                      absl::GetFlag(FLAGS_dtype),
+                      absl::GetFlag(FLAGS_wire),
+                      absl::GetFlag(FLAGS_pieces),
+                      absl::GetFlag(FLAGS_backend),
+                      absl::GetFlag(FLAGS_ranks),
+                      absl::GetFlag(FLAGS_gpus),
+                      absl::GetFlag(FLAGS_topology),
+                      absl::GetFlag(FLAGS_seed) == 0 ? 1 : absl::GetFlag(FLAGS_seed),
+                      absl::GetFlag(FLAGS_csv),
+                      absl::GetFlag(FLAGS_json)};
 }
 
 CalibrateCommand CalibrateFlags(int argc, char** argv) {
@@ -237,6 +257,22 @@ int main(int argc, char** argv) {
   std::vector<char*> args = {argv[0]};
   for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
   std::vector<char*> rest = absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+  if (command == "replay") {
+    dmalab::ReplayCommand c;
+    if (rest.size() != 2) {
+      std::fprintf(stderr, "dmalab replay: need exactly one scenario FILE; run `dmalab help`\n");
+      return 2;
+    }
+    c.file = rest[1];
+    c.backend = absl::GetFlag(FLAGS_backend);
+    if (absl::GetFlag(FLAGS_seed) != 0) c.seed = absl::GetFlag(FLAGS_seed);
+    c.inject = absl::GetFlag(FLAGS_inject);
+    c.json_path = absl::GetFlag(FLAGS_json);
+    c.dump_dir = absl::GetFlag(FLAGS_dump);
+    c.gpus = absl::GetFlag(FLAGS_gpus);
+    c.pieces = absl::GetFlag(FLAGS_pieces);
+    return dmalab::RunReplayCommand(c);
+  }
   if (rest.size() > 1) {
     std::fprintf(stderr, "dmalab %s: unexpected argument '%s'\n", command.c_str(), rest[1]);
     return 2;

@@ -56,13 +56,13 @@ std::string SweepTableHeader(const SweepContext& c) {
   }
   h +=
       "# sol: bare copies of the ring's bytes at its hop pattern; %sol = sol / out-of-place time\n";
-  h += absl::StrFormat("#%11s %11s %5s %9s  %10s %8s %8s %7s %7s  %10s %8s %8s %7s %7s  %10s %6s\n",
+  h += absl::StrFormat("#%11s %11s %5s %9s  %10s %8s %8s %7s %9s  %10s %8s %8s %7s %9s  %10s %6s\n",
                        "", "", "", "", "out-of-place", "", "", "", "", "in-place", "", "", "", "",
                        "", "");
-  h += absl::StrFormat("#%11s %11s %5s %9s  %10s %8s %8s %7s %7s  %10s %8s %8s %7s %7s  %10s %6s\n",
+  h += absl::StrFormat("#%11s %11s %5s %9s  %10s %8s %8s %7s %9s  %10s %8s %8s %7s %9s  %10s %6s\n",
                        "size", "count", "type", "wire", "time", "algbw", "busbw", "#wrong",
                        "#round", "time", "algbw", "busbw", "#wrong", "#round", "sol", "%sol");
-  h += absl::StrFormat("#%11s %11s %5s %9s  %10s %8s %8s %7s %7s  %10s %8s %8s %7s %7s  %10s %6s\n",
+  h += absl::StrFormat("#%11s %11s %5s %9s  %10s %8s %8s %7s %9s  %10s %8s %8s %7s %9s  %10s %6s\n",
                        "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "", "", "(us)",
                        "(GB/s)", "(GB/s)", "", "", "(us)", "");
   return h;
@@ -70,7 +70,7 @@ std::string SweepTableHeader(const SweepContext& c) {
 
 std::string SweepTableRow(const SweepRow& r) {
   const auto mode = [](const SweepTiming& t) {
-    return absl::StrFormat("%10.2f %8.2f %8.2f %7s %7s", t.time_us, t.algbw_gbps, t.busbw_gbps,
+    return absl::StrFormat("%10.2f %8.2f %8.2f %7s %9s", t.time_us, t.algbw_gbps, t.busbw_gbps,
                            CountText(t.wrong, "N/A"), CountText(t.rounded, "-"));
   };
   return absl::StrFormat(" %11d %11d %5s %9s  %s  %s  %10.2f %6.1f\n", r.bytes, r.count,

@@ -1,0 +1,135 @@
+#include "common/yaml_fields.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace dmalab {
+
+std::string FieldPath(std::string_view base, std::string_view key) {
+  if (base.empty()) return std::string(key);
+  return absl::StrFormat("%s.%s", base, key);
+}
+
+SourceLoc YamlFields::Loc(const YAML::Node& node) const {
+  const YAML::Mark mark = node.Mark();
+  if (mark.is_null()) return SourceLoc{file_, 1, 1};
+  return SourceLoc{file_, mark.line + 1, mark.column + 1};
+}
+
+absl::Status YamlFields::ErrorAt(const SourceLoc& loc, std::string_view path,
+                                 std::string_view found, std::string_view allowed) const {
+  return absl::InvalidArgumentError(absl::StrFormat("%s: field '%s': found %s, allowed %s",
+                                                    loc.ToString(), path, found, allowed));
+}
+
+absl::Status YamlFields::Error(const YAML::Node& node, std::string_view path,
+                               std::string_view found, std::string_view allowed) const {
+  return ErrorAt(Loc(node), path, found, allowed);
+}
+
+std::string YamlFields::Describe(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Scalar:
+      return absl::StrFormat("'%s'", node.Scalar());
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Map:
+      return "a map";
+    case YAML::NodeType::Null:
+    case YAML::NodeType::Undefined:
+      return "nothing (null)";
+  }
+  return "?";
+}
+
+absl::StatusOr<std::string> YamlFields::String(const YAML::Node& node, std::string_view path,
+                                               std::string_view allowed) const {
+  if (!node.IsScalar()) return Error(node, path, Describe(node), allowed);
+  return node.Scalar();
+}
+
+absl::StatusOr<int64_t> YamlFields::Int(const YAML::Node& node, std::string_view path, int64_t lo,
+                                        int64_t hi) const {
+  const std::string allowed = absl::StrFormat("an integer in %d..%d", lo, hi);
+  int64_t v = 0;
+  if (!node.IsScalar() || !absl::SimpleAtoi(node.Scalar(), &v)) {
+    return Error(node, path, Describe(node), allowed);
+  }
+  if (v < lo || v > hi) return Error(node, path, absl::StrCat(v), allowed);
+  return v;
+}
+
+absl::StatusOr<uint64_t> YamlFields::UInt64(const YAML::Node& node, std::string_view path) const {
+  uint64_t v = 0;
+  if (!node.IsScalar() || !absl::SimpleAtoi(node.Scalar(), &v)) {
+    return Error(node, path, Describe(node), "an integer in 0..18446744073709551615");
+  }
+  return v;
+}
+
+absl::StatusOr<double> YamlFields::Double(const YAML::Node& node, std::string_view path) const {
+  double v = 0;
+  if (!node.IsScalar() || !absl::SimpleAtod(node.Scalar(), &v) || !std::isfinite(v)) {
+    return Error(node, path, Describe(node), "a finite number");
+  }
+  return v;
+}
+
+absl::StatusOr<bool> YamlFields::Bool(const YAML::Node& node, std::string_view path) const {
+  if (node.IsScalar() && node.Scalar() == "true") return true;
+  if (node.IsScalar() && node.Scalar() == "false") return false;
+  return Error(node, path, Describe(node), "true or false");
+}
+
+absl::Status YamlFields::CheckMap(const YAML::Node& node, std::string_view path,
+                                  const std::vector<std::string_view>& allowed) const {
+  std::string names;
+  for (std::string_view a : allowed)
+    absl::StrAppend(&names, names.empty() ? "" : ", ", std::string(a));
+  const std::string allowed_text = absl::StrFormat("a map with fields %s", names);
+  if (!node.IsMap()) {
+    return Error(node, path.empty() ? "(document)" : path, Describe(node), allowed_text);
+  }
+  std::map<std::string, SourceLoc> seen;
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    const YAML::Node& key = it->first;
+    if (!key.IsScalar())
+      return Error(key, path, absl::StrCat("a key that is ", Describe(key)), allowed_text);
+    const std::string& name = key.Scalar();
+    if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
+      return Error(key, FieldPath(path, name), "an unknown field",
+                   absl::StrFormat("fields %s", names));
+    }
+    auto [first, inserted] = seen.emplace(name, Loc(key));
+    if (!inserted) {
+      return Error(key, FieldPath(path, name),
+                   absl::StrFormat("it a second time (first at line %d)", first->second.line),
+                   "each field once");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<YAML::Node> YamlFields::Required(const YAML::Node& map, std::string_view path,
+                                                std::string_view key,
+                                                std::string_view allowed) const {
+  std::optional<YAML::Node> v = Optional(map, key);
+  if (!v.has_value()) {
+    return Error(map, FieldPath(path, key), "nothing (the field is missing)", allowed);
+  }
+  return *v;
+}
+
+std::optional<YAML::Node> YamlFields::Optional(const YAML::Node& map, std::string_view key) {
+  for (auto it = map.begin(); it != map.end(); ++it) {
+    if (it->first.IsScalar() && it->first.Scalar() == key) return it->second;
+  }
+  return std::nullopt;
+}
+
+}  // namespace dmalab

@@ -1,0 +1,266 @@
+#include "common/replay.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <chrono>
+#include <ctime>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/fill.h"
+#include "common/hash.h"
+#include "common/replay_expectations.h"
+#include "common/report.h"
+#include "common/scenario_loader.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "sim/sim_device.h"
+
+namespace dmalab {
+namespace {
+
+using ::testing::HasSubstr;
+
+// The founding incident at a small geometry: 4 ranks, 64 x 256 bf16. Integer fills make the two
+// results differ in every element: embedding sums lie in [4, 64], o_proj sums in [-64, -4].
+constexpr char kIncident[] = R"(world: 4
+shapes: {hidden: [64, 256]}
+tensors: {embed_partial: hidden, attn_partial: hidden, residual: hidden, attn_out: hidden}
+steps:
+  - fill: {tensor: embed_partial, kind: int, lo: 1, hi: 16, seed: 1}
+  - fill: {tensor: attn_partial, kind: int, lo: -16, hi: -1, seed: 2}
+  - all_reduce: {input: embed_partial, result: residual, label: embedding}
+  - retain: residual
+  - all_reduce: {input: attn_partial, result: attn_out, label: o_proj}
+  - expect_unchanged: residual
+  - unretain: residual
+  - release: attn_out
+  - release: residual
+)";
+
+// Hands the simulator's own findings (races, lifetimes) to the replay, one line each.
+std::function<std::vector<std::string>()> SimFindings(SimDevice& device) {
+  return [&device] {
+    std::vector<std::string> lines;
+    for (const Finding& f : device.findings().findings()) {
+      lines.push_back(absl::StrFormat("%s: %s", FindingKindName(f.kind), f.message));
+    }
+    device.ClearFindings();
+    return lines;
+  };
+}
+
+ReplayReport MustReplay(const std::string& yaml, std::string_view faults, uint64_t sim_seed = 1) {
+  auto scenario = ParseScenario(yaml, "incident.yaml");
+  EXPECT_TRUE(scenario.ok()) << scenario.status();
+  SimDevice device(scenario->world, sim_seed);
+  ReplayOptions options;
+  options.faults = *FaultSet::Parse(faults);
+  options.poll_device_findings = SimFindings(device);
+  auto report = Replay(*scenario, &device, options);
+  EXPECT_TRUE(report.ok()) << report.status();
+  return *report;
+}
+
+TEST(ReplayTest, FreshDefaultOutputsKeepTheRetainedResidual) {
+  const ReplayReport r = MustReplay(kIncident, "none");
+  EXPECT_EQ(SummaryLine(r),
+            "pointer_alias=false  retained_mismatches=0 / 16,384  rank_consistent=true  "
+            "status=PASS");
+  EXPECT_TRUE(r.findings.empty());
+  ASSERT_EQ(r.all_reduces.size(), 2u);
+  EXPECT_EQ(r.steps_executed, 9);
+}
+
+TEST(ReplayTest, PersistentOutputOverwritesTheRetainedResidual) {
+  const ReplayReport r = MustReplay(kIncident, "persistent-output");
+  EXPECT_EQ(SummaryLine(r),
+            "pointer_alias=true  retained_mismatches=16,384 / 16,384  rank_consistent=true  "
+            "status=FAIL");
+  EXPECT_EQ(r.retained_mismatches_by_rank, (std::vector<int64_t>(4, 16384)));
+  // The first findings: rank by rank, the residual changed at the o_proj step (step 5).
+  ASSERT_GE(r.findings.size(), 5u);
+  for (int rank = 0; rank < 4; ++rank) {
+    const ReplayFinding& f = r.findings[rank];
+    EXPECT_EQ(f.kind, ReplayFindingKind::kRetainedMismatch);
+    EXPECT_EQ(f.step_index, 5);
+    EXPECT_EQ(f.rank, rank);
+    EXPECT_EQ(f.elems, 16384);
+    ASSERT_EQ(f.storage.size(), 1u);
+    EXPECT_EQ(f.storage[0].tensor, "residual");
+    EXPECT_EQ(f.storage[0].mem.rank, rank);
+  }
+  const ReplayFinding& alias = r.findings[4];
+  EXPECT_EQ(alias.kind, ReplayFindingKind::kPointerAlias);
+  EXPECT_EQ(alias.step_index, 5);
+  EXPECT_THAT(alias.detail, HasSubstr("on rank(s) 0,1,2,3"));
+  ASSERT_EQ(alias.storage.size(), 2u);
+  EXPECT_EQ(alias.storage[0].tensor, "attn_out");
+  EXPECT_EQ(alias.storage[1].tensor, "residual");
+  EXPECT_EQ(alias.storage[0].mem.addr, alias.storage[1].mem.addr);
+}
+
+TEST(ReplayTest, TheFaultChangesLifetimesNotNumerics) {
+  const ReplayReport fixed = MustReplay(kIncident, "none");
+  const ReplayReport broken = MustReplay(kIncident, "persistent-output");
+  ASSERT_EQ(fixed.all_reduces.size(), broken.all_reduces.size());
+  for (size_t i = 0; i < fixed.all_reduces.size(); ++i) {
+    EXPECT_EQ(fixed.all_reduces[i].hash, broken.all_reduces[i].hash) << i;
+  }
+  EXPECT_NE(fixed.all_reduces[0].hash, fixed.all_reduces[1].hash);
+}
+
+TEST(ReplayTest, SameSeedGivesTheSameReportByteForByte) {
+  EXPECT_EQ(FormatReportText(MustReplay(kIncident, "persistent-output", 7)),
+            FormatReportText(MustReplay(kIncident, "persistent-output", 7)));
+  // The scheduler's seed changes interleavings, never results.
+  EXPECT_EQ(MustReplay(kIncident, "none", 1).all_reduces[1].hash,
+            MustReplay(kIncident, "none", 99).all_reduces[1].hash);
+}
+
+TEST(ReplayTest, AllReduceOfIntegerFillsIsTheExactSum) {
+  // Rank r's element i is FillElements' value; the sum over ranks is exact in bf16.
+  const std::string yaml = R"(world: 2
+tensors: {x: [16], y: [16]}
+steps:
+  - fill: {tensor: x, kind: int, lo: -100, hi: 100, seed: 5}
+  - all_reduce: {input: x, result: y}
+)";
+  auto scenario = ParseScenario(yaml, "sum.yaml");
+  ASSERT_TRUE(scenario.ok());
+  std::vector<uint8_t> expected(32), r0(32), r1(32);
+  FillElements(DType::kBF16, FillKind::kInt, -100, 100, FillKey(0, 5, 0), absl::MakeSpan(r0));
+  FillElements(DType::kBF16, FillKind::kInt, -100, 100, FillKey(0, 5, 1), absl::MakeSpan(r1));
+  for (int i = 0; i < 16; ++i) {
+    StoreFromFloat(
+        DType::kBF16, expected.data(), i,
+        LoadAsFloat(DType::kBF16, r0.data(), i) + LoadAsFloat(DType::kBF16, r1.data(), i));
+  }
+  const ReplayReport r = MustReplay(yaml, "none");
+  ASSERT_EQ(r.all_reduces.size(), 1u);
+  EXPECT_EQ(r.all_reduces[0].hash, Xxh64(expected));
+}
+
+TEST(ReplayTest, FreeingAnAliasedResultLetsTheWorkspaceBeReused) {
+  // Under the fault, releasing attn_out (step 8) frees the workspace itself, since the view
+  // starts at its byte 0; releasing residual (step 9) then fails. The fill at step 10 gets the
+  // freed block, and the all-reduce at step 11 writes into it: the simulator's lifetime checker
+  // reports use after reuse, and the new result aliases the filled tensor.
+  const std::string yaml = std::string(kIncident) + R"(  - fill: {tensor: attn_out, seed: 3}
+  - all_reduce: {input: embed_partial, result: residual, label: layer1}
+)";
+  const ReplayReport r = MustReplay(yaml, "persistent-output");
+  EXPECT_FALSE(r.pass());
+  std::map<std::pair<ReplayFindingKind, int64_t>, int> counts;  // (kind, step) -> findings
+  for (const ReplayFinding& f : r.findings) ++counts[{f.kind, f.step_index}];
+  EXPECT_EQ((counts[{ReplayFindingKind::kFreeFailed, 9}]), 4);
+  EXPECT_EQ((counts[{ReplayFindingKind::kPointerAlias, 11}]), 1);
+  EXPECT_GE((counts[{ReplayFindingKind::kDeviceChecker, 11}]), 4);
+  for (const ReplayFinding& f : r.findings) {
+    if (f.kind != ReplayFindingKind::kDeviceChecker) continue;
+    EXPECT_THAT(f.detail, HasSubstr("use-after-reuse"));
+    EXPECT_THAT(f.detail, HasSubstr("freed by 'step 8 release at incident.yaml:12:5'"));
+  }
+  // Without the fault the same file is clean, the simulator's checkers included.
+  EXPECT_TRUE(MustReplay(yaml, "none").pass());
+}
+
+TEST(ReplayTest, ExpectEqualReportsEachDifferingRank) {
+  const ReplayReport r = MustReplay(R"(world: 2
+tensors: {a: [64], b: [64]}
+steps:
+  - fill: {tensor: a, kind: int, lo: 0, hi: 3, seed: 1}
+  - fill: {tensor: b, kind: int, lo: 10, hi: 13, seed: 1}
+  - expect_equal: {a: a, b: b}
+)",
+                                    "none");
+  EXPECT_FALSE(r.pass());
+  ASSERT_EQ(r.findings.size(), 2u);
+  EXPECT_EQ(r.findings[1].kind, ReplayFindingKind::kExpectEqual);
+  EXPECT_EQ(r.findings[1].rank, 1);
+  EXPECT_EQ(r.findings[1].elems, 64);
+  EXPECT_EQ(r.findings[1].step_index, 3);
+}
+
+TEST(ReplayTest, WorldMismatchIsBadInput) {
+  auto scenario = ParseScenario(kIncident, "incident.yaml");
+  ASSERT_TRUE(scenario.ok());
+  SimDevice device(2, 1);
+  auto report = Replay(*scenario, &device, ReplayOptions{});
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(report.status().message(),
+            "incident.yaml: world 4 does not match the device's 2 ranks");
+}
+
+TEST(ReplayTest, CompressedWireRejectionNamesTheStep) {
+  auto report = [] {
+    auto scenario = ParseScenario(R"(world: 2
+wire: i8
+tensors: {x: [16]}
+steps:
+  - fill: {tensor: x}
+  - all_reduce: {input: x, in_place: true}
+)",
+                                  "wire.yaml");
+    SimDevice device(2, 1);
+    return Replay(*scenario, &device, ReplayOptions{});
+  }();
+  ASSERT_FALSE(report.ok());
+  EXPECT_THAT(report.status().message(), HasSubstr("all_reduce at wire.yaml:6:5: "));
+}
+
+// Every shipped scenario, under every fault set it states a verdict for, meets that verdict.
+class ShippedScenarioTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ShippedScenarioTest, MeetsItsExpectations) {
+  auto scenario = LoadScenarioFile("scenarios/" + GetParam() + ".yaml");
+  ASSERT_TRUE(scenario.ok()) << scenario.status();
+  ASSERT_FALSE(scenario->expect.empty());
+  for (const Expectation& expect : scenario->expect) {
+    SimDevice device(scenario->world, 1);
+    ReplayOptions options;
+    options.faults = *FaultSet::Parse(expect.faults);
+    options.poll_device_findings = SimFindings(device);
+    EXPECT_EQ(FindExpectation(*scenario, options.faults), &expect);
+    const auto start = std::chrono::steady_clock::now();
+    const std::clock_t cpu_start = std::clock();
+    auto report = Replay(*scenario, &device, options);
+    const double cpu_seconds = static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ASSERT_TRUE(report.ok()) << report.status();
+    std::cout << GetParam() << " faults=" << expect.faults << ": " << SummaryLine(*report)
+              << absl::StrFormat("  (%.1f s wall, %.1f s cpu, %d all-reduces)", seconds,
+                                 cpu_seconds, report->all_reduces.size())
+              << "\n";
+    const std::vector<std::string> diffs = CompareWithExpectation(expect, *report);
+    EXPECT_TRUE(diffs.empty()) << expect.faults << ": " << absl::StrJoin(diffs, "; ") << "\n"
+                               << FormatReportText(*report);
+  }
+}
+
+// Every *.yaml directly in scenarios/ (topologies live in a subfolder), so a new file is
+// tested without editing this list.
+std::vector<std::string> ShippedScenarios() {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator("scenarios")) {
+    if (entry.is_regular_file() && entry.path().extension() == ".yaml") {
+      names.push_back(entry.path().stem().string());
+    }
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(Scenarios, ShippedScenarioTest, ::testing::ValuesIn(ShippedScenarios()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
+
+}  // namespace
+}  // namespace dmalab

@@ -1,0 +1,163 @@
+// Report formatting, the output hash and fill contents: the parts of a report that other
+// devices and tools must reproduce exactly.
+#include "common/report.h"
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "common/fill.h"
+#include "common/hash.h"
+#include "common/json_writer.h"
+#include "gtest/gtest.h"
+
+namespace dmalab {
+namespace {
+
+absl::Span<const uint8_t> Bytes(std::string_view s) {
+  return absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+}
+
+TEST(HashTest, Xxh64MatchesTheReferenceImplementation) {
+  // Values from libxxhash 0.8.1 (XXH64).
+  EXPECT_EQ(Xxh64(Bytes("")), 0xef46db3751d8e999ull);
+  EXPECT_EQ(Xxh64(Bytes("a")), 0xd24ec4f1a98c6e5bull);
+  EXPECT_EQ(Xxh64(Bytes("abc")), 0x44bc2cf5ad770999ull);
+  EXPECT_EQ(Xxh64(Bytes("abc"), 7), 0x9e755206156676d7ull);
+  EXPECT_EQ(Xxh64(Bytes("0123456789abcdef0123456789abcdef0")), 0xe87684f08d6d0816ull);
+  std::string long_input;
+  for (int i = 0; i < 3; ++i) {
+    for (int b = 0; b < 256; ++b) long_input += static_cast<char>(b);
+  }
+  long_input += "xyz12";
+  EXPECT_EQ(Xxh64(Bytes(long_input)), 0x9b7d50c047818b1bull);
+  EXPECT_EQ(Xxh64(Bytes(long_input), 7), 0x732a5c9eb39a3331ull);
+  EXPECT_EQ(HashString(0x44bc2cf5ad770999ull), "xxh64:44bc2cf5ad770999");
+  EXPECT_EQ(HashString(1), "xxh64:0000000000000001");
+}
+
+TEST(ReportTest, ThousandsSeparators) {
+  EXPECT_EQ(WithThousands(0), "0");
+  EXPECT_EQ(WithThousands(999), "999");
+  EXPECT_EQ(WithThousands(1000), "1,000");
+  EXPECT_EQ(WithThousands(16803840), "16,803,840");
+  EXPECT_EQ(WithThousands(-1024), "-1,024");
+  EXPECT_EQ(WithThousands(-100), "-100");
+}
+
+TEST(ReportTest, SummaryLineHasExactlyTheFourTokens) {
+  ReplayReport r;
+  r.pointer_alias = true;
+  r.retained_mismatches = 16803840;
+  r.retained_elems = 16803840;
+  r.findings_total = 1;
+  EXPECT_EQ(SummaryLine(r),
+            "pointer_alias=true  retained_mismatches=16,803,840 / 16,803,840  "
+            "rank_consistent=true  status=FAIL");
+  r = ReplayReport{};
+  r.retained_elems = 16803840;
+  EXPECT_EQ(SummaryLine(r),
+            "pointer_alias=false  retained_mismatches=0 / 16,803,840  rank_consistent=true  "
+            "status=PASS");
+}
+
+TEST(ReportTest, TextReportListsRanksOnlyWhenTheyDiffer) {
+  ReplayReport r;
+  r.scenario = "s";
+  r.retained_mismatches_by_rank = {0, 5, 0};
+  r.findings_total = 1;
+  EXPECT_NE(FormatReportText(r).find("ranks differ: rank 0=0, rank 1=5, rank 2=0"),
+            std::string::npos);
+  r.retained_mismatches_by_rank = {0, 0, 0};
+  EXPECT_EQ(FormatReportText(r).find("ranks differ"), std::string::npos);
+}
+
+TEST(ReportTest, JsonReportCarriesTheSummary) {
+  ReplayReport r;
+  r.scenario = "quote\"d";
+  r.world = 2;
+  r.retained_mismatches_by_rank = {3, 4};
+  r.retained_mismatches = 3;
+  r.retained_elems = 10;
+  r.findings_total = 1;
+  ReplayFinding f;
+  f.kind = ReplayFindingKind::kRetainedMismatch;
+  f.step_index = 2;
+  f.rank = 1;
+  f.storage = {{"h", MemRef{1, 0x1000, 64, 9}}};
+  r.findings.push_back(f);
+  const std::string json = FormatReportJson(r);
+  EXPECT_EQ(json.rfind(R"({"scenario":"quote\"d",)", 0), 0u);
+  EXPECT_NE(
+      json.find(R"("storage":[{"tensor":"h","rank":1,"addr":"0x1000","bytes":64,"alloc_id":9}])"),
+      std::string::npos);
+  EXPECT_NE(
+      json.find(R"("summary":{"pointer_alias":false,"retained_mismatches":3,"retained_elems":10,)"
+                R"("retained_rank":0,"retained_mismatches_by_rank":[3,4],"rank_consistent":true,)"
+                R"("status":"FAIL"}})"),
+      std::string::npos);
+}
+
+TEST(JsonWriterTest, EscapesQuotesBackslashesAndControlCharacters) {
+  EXPECT_EQ(JsonWriter::Quote("a\"b\\c\n\t\x01\x1f é"), "\"a\\\"b\\\\c\\n\\t\\u0001\\u001f é\"");
+  JsonWriter w;
+  w.BeginObject().Key("a").BeginArray().Int(-1).UInt(18446744073709551615ull).Bool(false);
+  w.EndArray().Key("b").BeginObject().EndObject().Key("c").String("").EndObject();
+  EXPECT_EQ(w.str(), R"({"a":[-1,18446744073709551615,false],"b":{},"c":""})");
+}
+
+TEST(FillTest, ContentsDependOnSeedRankAndIndexOnly) {
+  std::vector<uint8_t> a(2048), b(2048), c(2048);
+  FillElements(DType::kBF16, FillKind::kRandom, -1, 1, FillKey(5, 1, 0), absl::MakeSpan(a));
+  FillElements(DType::kBF16, FillKind::kRandom, -1, 1, FillKey(5, 1, 0), absl::MakeSpan(b));
+  FillElements(DType::kBF16, FillKind::kRandom, -1, 1, FillKey(5, 1, 1), absl::MakeSpan(c));
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  // A prefix of a longer fill is the shorter fill: element i depends on i, not on the length.
+  std::vector<uint8_t> shorter(100);
+  FillElements(DType::kBF16, FillKind::kRandom, -1, 1, FillKey(5, 1, 0), absl::MakeSpan(shorter));
+  EXPECT_TRUE(std::equal(shorter.begin(), shorter.end(), a.begin()));
+  // Repeat iterations change the step seed; the top level leaves it as written.
+  EXPECT_EQ(FillStepSeed(42, {}), 42u);
+  EXPECT_NE(FillStepSeed(42, {0}), FillStepSeed(42, {1}));
+  EXPECT_EQ(FillStepSeed(42, {3, 1}), SplitMix64(SplitMix64(42 ^ 4) ^ 2));
+  EXPECT_EQ(FillKey(5, 1, 2), SplitMix64(SplitMix64(SplitMix64(5) ^ 1) ^ 2));
+  EXPECT_EQ(SplitMix64(0), 0xe220a8397b1dcdafull);  // the generator's first output for seed 0
+}
+
+TEST(FillTest, IntegerFillsCoverTheInclusiveRangeExactly) {
+  std::vector<uint8_t> out(2 * 10000);
+  FillElements(DType::kBF16, FillKind::kInt, -16, -1, FillKey(0, 2, 3), absl::MakeSpan(out));
+  std::vector<int> seen(16, 0);
+  for (int i = 0; i < 10000; ++i) {
+    const float v = LoadAsFloat(DType::kBF16, out.data(), i);
+    ASSERT_EQ(v, static_cast<float>(static_cast<int>(v)));
+    ASSERT_GE(v, -16);
+    ASSERT_LE(v, -1);
+    ++seen[static_cast<int>(v) + 16];
+  }
+  for (int count : seen) EXPECT_GT(count, 400);  // about 625 each
+}
+
+TEST(FillTest, RandomFillsStayInRange) {
+  std::vector<uint8_t> out(4 * 10000);
+  FillElements(DType::kFP32, FillKind::kRandom, 2, 3, FillKey(0, 2, 3), absl::MakeSpan(out));
+  for (int i = 0; i < 10000; ++i) {
+    const float v = LoadAsFloat(DType::kFP32, out.data(), i);
+    ASSERT_GE(v, 2.0f);
+    ASSERT_LE(v, 3.0f);
+  }
+}
+
+TEST(FillTest, LargeFillsAreFast) {
+  // The founding incident's tensor: 16,803,840 bf16 elements per rank.
+  std::vector<uint8_t> out(2 * 16803840);
+  const auto start = std::chrono::steady_clock::now();
+  FillElements(DType::kBF16, FillKind::kInt, 1, 16, FillKey(52, 1, 0), absl::MakeSpan(out));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(seconds, 1.0);  // about 0.05 s on one idle core
+}
+
+}  // namespace
+}  // namespace dmalab

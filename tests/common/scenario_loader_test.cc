@@ -1,0 +1,247 @@
+#include "common/scenario_loader.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace dmalab {
+namespace {
+
+using ::testing::HasSubstr;
+
+// The message of a failed parse, or "OK".
+std::string ErrorOf(const std::string& yaml) {
+  auto s = ParseScenario(yaml, "t.yaml");
+  if (s.ok()) return "OK";
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  return std::string(s.status().message());
+}
+
+constexpr char kValid[] = R"(world: 4
+wire: bf16
+seed: 7
+shapes:
+  hidden: [16, 64]
+tensors:
+  x: hidden
+  y: [16, 64]
+  r: {shape: hidden, dtype: bf16}
+steps:
+  - fill: {tensor: x, kind: int, lo: 1, hi: 16, seed: 3}
+  - all_reduce: {input: x, result: r, label: embedding}
+  - retain: r
+  - repeat:
+      times: 3
+      steps:
+        - all_reduce: {input: x, result: y}
+        - release: y
+  - expect_unchanged: r
+  - unretain: r
+  - add: {dst: r, a: r, b: x}
+  - all_reduce: {input: r, in_place: true}
+  - fill: {tensor: y}
+  - all_reduce: {input: x, out: y}
+  - expect_equal: {a: y, b: y}
+  - free: r
+expect:
+  - {faults: none, status: PASS, pointer_alias: false, retained_mismatches: 0}
+  - {faults: persistent-output, status: FAIL}
+)";
+
+TEST(ScenarioLoaderTest, ParsesEveryFieldOfAValidScenario) {
+  auto s = ParseScenario(kValid, "dir/valid.yaml");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->name, "valid");
+  EXPECT_EQ(s->file, "dir/valid.yaml");
+  EXPECT_EQ(s->world, 4);
+  EXPECT_EQ(s->wire, WireMode::kNative);
+  EXPECT_EQ(s->seed, 7u);
+  EXPECT_EQ(s->tensors.size(), 3u);
+  EXPECT_EQ(s->tensors.at("y").shape, (std::vector<int64_t>{16, 64}));
+  EXPECT_EQ(s->tensors.at("r").shape, (std::vector<int64_t>{16, 64}));
+  ASSERT_EQ(s->steps.size(), 12u);
+  const Step& fill = s->steps[0];
+  EXPECT_EQ(fill.kind, StepKind::kFill);
+  EXPECT_EQ(fill.fill_kind, FillKind::kInt);
+  EXPECT_EQ(fill.lo, 1);
+  EXPECT_EQ(fill.hi, 16);
+  EXPECT_EQ(fill.seed, 3u);
+  EXPECT_EQ(fill.loc.ToString(), "dir/valid.yaml:11:5");
+  EXPECT_EQ(s->steps[1].form, AllReduceForm::kDefault);
+  EXPECT_EQ(s->steps[1].result, "r");
+  EXPECT_EQ(s->steps[1].Describe(), "all_reduce 'embedding' at dir/valid.yaml:12:5");
+  EXPECT_EQ(s->steps[3].kind, StepKind::kRepeat);
+  EXPECT_EQ(s->steps[3].times, 3);
+  EXPECT_EQ(s->steps[3].body.size(), 2u);
+  EXPECT_EQ(s->steps[7].form, AllReduceForm::kInPlace);
+  EXPECT_EQ(s->steps[9].form, AllReduceForm::kOut);
+  EXPECT_EQ(s->steps[11].kind, StepKind::kRelease);
+  EXPECT_EQ(s->ExpandedStepCount(), 11 + 3 * 2);
+  EXPECT_EQ(s->MaxAllReduceBytes(), 16u * 64 * 2);
+  ASSERT_EQ(s->expect.size(), 2u);
+  EXPECT_TRUE(s->expect[0].pass);
+  EXPECT_EQ(s->expect[0].retained_mismatches, 0);
+  EXPECT_EQ(s->expect[1].faults, "persistent-output");
+  EXPECT_FALSE(s->expect[1].pass);
+  EXPECT_FALSE(s->expect[1].pointer_alias.has_value());
+}
+
+TEST(ScenarioLoaderTest, MissingFieldNamesTheFieldAtTheEnclosingMap) {
+  EXPECT_EQ(ErrorOf("wire: bf16\ntensors: {x: [64]}\nsteps: []\n"),
+            "t.yaml:1:1: field 'world': found nothing (the field is missing), allowed an integer "
+            "in 2..16");
+  EXPECT_EQ(ErrorOf("world: 2\ntensors: {x: [64]}\nsteps:\n  - fill: {kind: int}\n"),
+            "t.yaml:4:11: field 'steps[0].fill.tensor': found nothing (the field is missing), "
+            "allowed a tensor declared under 'tensors': x");
+}
+
+TEST(ScenarioLoaderTest, WrongTypeShowsWhatWasFound) {
+  EXPECT_EQ(ErrorOf("world: four\ntensors: {x: [64]}\nsteps: []\n"),
+            "t.yaml:1:8: field 'world': found 'four', allowed an integer in 2..16");
+  EXPECT_EQ(ErrorOf("world: 2\ntensors: {x: [64]}\nsteps: {fill: x}\n"),
+            "t.yaml:3:8: field 'steps': found a map, allowed a list of steps");
+  EXPECT_EQ(ErrorOf("world: 2\ntensors: {x: [64]}\nsteps:\n  - fill: {tensor: x, seed: [1]}\n"),
+            "t.yaml:4:29: field 'steps[0].fill.seed': found a list, allowed an integer in "
+            "0..18446744073709551615");
+  EXPECT_EQ(ErrorOf("world: 2\ntensors: {x: [64]}\nsteps:\n"
+                    "  - fill: {tensor: x}\n  - all_reduce: {input: x, in_place: yes}\n"),
+            "t.yaml:5:38: field 'steps[1].all_reduce.in_place': found 'yes', allowed true or "
+            "false");
+}
+
+TEST(ScenarioLoaderTest, UnknownStepListsTheStepKinds) {
+  EXPECT_EQ(ErrorOf("world: 2\ntensors: {x: [64]}\nsteps:\n  - allreduce: {input: x}\n"),
+            "t.yaml:4:5: field 'steps[0]': found step 'allreduce', allowed fill, all_reduce, "
+            "retain, unretain, release, free, add, expect_unchanged, expect_equal, repeat");
+}
+
+TEST(ScenarioLoaderTest, UnknownTensorListsTheDeclaredOnes) {
+  EXPECT_EQ(ErrorOf("world: 2\ntensors: {x: [64], y: [64]}\nsteps:\n"
+                    "  - fill: {tensor: x}\n  - all_reduce: {input: x, result: z}\n"),
+            "t.yaml:5:36: field 'steps[1].all_reduce.result': found unknown tensor 'z', allowed "
+            "a tensor declared under 'tensors': x, y");
+  EXPECT_EQ(ErrorOf("world: 2\ntensors: {x: [64]}\nsteps:\n  - retain: q\n"),
+            "t.yaml:4:13: field 'steps[0].retain.tensor': found unknown tensor 'q', allowed a "
+            "tensor declared under 'tensors': x");
+}
+
+TEST(ScenarioLoaderTest, ShapeMustDivideByWorldTimesEight) {
+  EXPECT_EQ(ErrorOf("world: 4\ntensors:\n  x: [3, 5]\nsteps: []\n"),
+            "t.yaml:3:6: field 'tensors.x': found shape [3, 5] (15 elements), allowed an element "
+            "count divisible by world*8 = 32");
+}
+
+TEST(ScenarioLoaderTest, NegativeOrZeroSizeIsRejected) {
+  EXPECT_EQ(ErrorOf("world: 2\nshapes:\n  h: [16, -4]\ntensors: {x: h}\nsteps: []\n"),
+            "t.yaml:3:11: field 'shapes.h[1]': found size -4, allowed a positive integer");
+  EXPECT_EQ(ErrorOf("world: 2\ntensors:\n  x: [0, 64]\nsteps: []\n"),
+            "t.yaml:3:7: field 'tensors.x[0]': found size 0, allowed a positive integer");
+}
+
+TEST(ScenarioLoaderTest, DuplicateNamesAreRejected) {
+  EXPECT_EQ(ErrorOf("world: 2\ntensors:\n  x: [64]\n  x: [128]\nsteps: []\n"),
+            "t.yaml:4:3: field 'tensors': found duplicate name 'x' (first at line 3), allowed "
+            "each name once");
+  EXPECT_EQ(ErrorOf("world: 2\nworld: 3\ntensors: {x: [64]}\nsteps: []\n"),
+            "t.yaml:2:1: field 'world': found it a second time (first at line 1), allowed each "
+            "field once");
+}
+
+TEST(ScenarioLoaderTest, BadYamlSyntaxIsLocated) {
+  EXPECT_EQ(ErrorOf("world: 2\ntensors: {x: [64]\nsteps: []\n"),
+            "t.yaml:3:1: field '(document)': found invalid YAML (end of map flow not found), "
+            "allowed YAML syntax");
+}
+
+TEST(ScenarioLoaderTest, UnknownWireModeAndDtypeListTheAllowedNames) {
+  EXPECT_EQ(ErrorOf("world: 2\nwire: int8\ntensors: {x: [64]}\nsteps: []\n"),
+            "t.yaml:2:7: field 'wire': found 'int8', allowed bf16, i8, i8_ring, i8_a2a, e4m3, "
+            "e4m3_ring, e4m3_a2a");
+  EXPECT_EQ(ErrorOf("world: 2\ndtype: f32\ntensors: {x: [64]}\nsteps: []\n"),
+            "t.yaml:2:8: field 'dtype': found 'f32', allowed bf16, fp16, fp32");
+  EXPECT_EQ(ErrorOf("world: 2\ntensors:\n  x: {shape: [64], dtype: int8}\nsteps: []\n"),
+            "t.yaml:3:27: field 'tensors.x.dtype': found 'int8', allowed bf16, fp16, fp32");
+}
+
+TEST(ScenarioLoaderTest, WorldMustBeTwoToSixteen) {
+  EXPECT_EQ(ErrorOf("world: 17\ntensors: {x: [256]}\nsteps: []\n"),
+            "t.yaml:1:8: field 'world': found 17, allowed an integer in 2..16");
+  EXPECT_EQ(ErrorOf("world: 1\ntensors: {x: [256]}\nsteps: []\n"),
+            "t.yaml:1:8: field 'world': found 1, allowed an integer in 2..16");
+}
+
+TEST(ScenarioLoaderTest, UnknownFieldListsTheFieldsOfItsMap) {
+  EXPECT_EQ(ErrorOf("world: 2\ntensors: {x: [64]}\nsteps:\n  - fill: {tensor: x, sed: 1}\n"),
+            "t.yaml:4:23: field 'steps[0].fill.sed': found an unknown field, allowed fields "
+            "tensor, kind, seed, lo, hi, label");
+}
+
+TEST(ScenarioLoaderTest, IntegerFillsMustBeExactInTheDtype) {
+  EXPECT_EQ(ErrorOf("world: 2\ntensors: {x: [64]}\nsteps:\n"
+                    "  - fill: {tensor: x, kind: int, lo: 0, hi: 1000}\n"),
+            "t.yaml:4:45: field 'steps[0].fill.hi': found 1000, allowed an integer in -256..256");
+}
+
+TEST(ScenarioLoaderTest, AllReduceNeedsExactlyOneOutputForm) {
+  EXPECT_EQ(
+      ErrorOf("world: 2\ntensors: {x: [64], y: [64]}\nsteps:\n"
+              "  - fill: {tensor: x}\n  - all_reduce: {input: x, result: y, in_place: true}\n"),
+      "t.yaml:5:17: field 'steps[1].all_reduce': found 2 of result, out, in_place: true, "
+      "allowed exactly one of result (default form), out (explicit form), in_place: true");
+}
+
+TEST(ScenarioLoaderTest, OperandsMustAgreeInShape) {
+  EXPECT_EQ(ErrorOf("world: 2\ntensors: {x: [64], y: [128]}\nsteps:\n"
+                    "  - fill: {tensor: x}\n  - all_reduce: {input: x, result: y}\n"),
+            "t.yaml:5:36: field 'steps[1].all_reduce.result': found 'y' of bf16 [128], allowed a "
+            "tensor of bf16 [64] like 'x' (field 'steps[1].all_reduce.input')");
+}
+
+TEST(ScenarioLoaderTest, StepsMayOnlyUseLiveTensors) {
+  EXPECT_EQ(ErrorOf("world: 2\ntensors: {x: [64], y: [64]}\nsteps:\n"
+                    "  - all_reduce: {input: x, result: y}\n"),
+            "t.yaml:4:25: field 'steps[0].all_reduce.input': found tensor 'x', which is not live "
+            "at this step, allowed a live tensor (made live by fill, add or an all_reduce result, "
+            "not yet released)");
+  // The second iteration binds y again while the first one's y is still live.
+  EXPECT_EQ(ErrorOf("world: 2\ntensors: {x: [64], y: [64]}\nsteps:\n  - fill: {tensor: x}\n"
+                    "  - repeat:\n      times: 2\n      steps:\n"
+                    "        - all_reduce: {input: x, result: y}\n"),
+            "t.yaml:8:42: field 'steps[1].repeat.steps[0].all_reduce.result': found tensor 'y', "
+            "which is still live in iteration 2, allowed a tensor that is not live (release it "
+            "first)");
+  EXPECT_EQ(ErrorOf("world: 2\ntensors: {x: [64]}\nsteps:\n  - fill: {tensor: x}\n"
+                    "  - expect_unchanged: x\n"),
+            "t.yaml:5:23: field 'steps[1].expect_unchanged.tensor': found tensor 'x', which is "
+            "not retained, allowed a tensor retained by an earlier retain step");
+}
+
+TEST(ScenarioLoaderTest, ExpectationsNameKnownFaults) {
+  EXPECT_EQ(ErrorOf("world: 2\ntensors: {x: [64]}\nsteps: []\n"
+                    "expect:\n  - {faults: persistent, status: FAIL}\n"),
+            "t.yaml:5:14: field 'expect[0].faults': found 'persistent', allowed none or a "
+            "comma-separated list of persistent-output, drop-copy-wait, skip-end-handshake");
+  EXPECT_EQ(ErrorOf("world: 2\ntensors: {x: [64]}\nsteps: []\nexpect:\n  - {status: OK}\n"),
+            "t.yaml:5:14: field 'expect[0].status': found 'OK', allowed PASS, FAIL");
+}
+
+TEST(ScenarioLoaderTest, MissingFileIsNotFound) {
+  auto s = LoadScenarioFile("/nonexistent/x.yaml");
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(s.status().message(), HasSubstr("/nonexistent/x.yaml"));
+}
+
+TEST(ScenarioLoaderTest, EveryShippedScenarioLoads) {
+  for (const char* name :
+       {"glm52_tp4_layer0_residual", "glm5_tp8_prefill", "glm5_tp8_decode", "llama70b_tp8_prefill",
+        "llama70b_tp8_decode", "mtp_fused_residual_tp4", "explicit_outputs_tp3"}) {
+    auto s = LoadScenarioFile(std::string("scenarios/") + name + ".yaml");
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ(s->name, name);
+    EXPECT_FALSE(s->expect.empty()) << name;
+  }
+}
+
+}  // namespace
+}  // namespace dmalab

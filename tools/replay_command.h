@@ -1,0 +1,27 @@
+// `dmalab replay`: loads a scenario, replays it on the simulator or the GPU, prints the report.
+#ifndef DMALAB_TOOLS_REPLAY_COMMAND_H_
+#define DMALAB_TOOLS_REPLAY_COMMAND_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace dmalab {
+
+struct ReplayCommand {
+  std::string file;
+  std::string backend = "sim";     // "sim" or "hw"
+  std::optional<uint64_t> seed;    // simulator scheduling seed; default: the scenario's seed
+  std::string inject;              // comma-separated fault names
+  std::string json_path;           // write the JSON report here when set
+  std::string dump_dir;            // write every live tensor per rank as .npy here when set
+  int gpus = 1;                    // hw: GPUs the ranks spread over
+  int pieces = 2;
+};
+
+// Returns the process exit status: 0 PASS, 1 a check failed, 2 bad input or usage.
+int RunReplayCommand(const ReplayCommand& command);
+
+}  // namespace dmalab
+
+#endif  // DMALAB_TOOLS_REPLAY_COMMAND_H_
