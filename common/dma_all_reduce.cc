@@ -9,11 +9,11 @@
 namespace dmalab {
 namespace {
 
-#define DMALAB_RETURN_IF_ERROR(expr)             \
-  do {                                           \
-    if (absl::Status _s = (expr); !_s.ok()) {    \
-      return _s;                                 \
-    }                                            \
+#define DMALAB_RETURN_IF_ERROR(expr)          \
+  do {                                        \
+    if (absl::Status _s = (expr); !_s.ok()) { \
+      return _s;                              \
+    }                                         \
   } while (0)
 
 template <typename... Args>
@@ -24,13 +24,13 @@ absl::Status Invalid(const absl::FormatSpec<Args...>& f, const Args&... args) {
 // Checks a per-rank tensor list against the rank it must sit on.
 absl::Status ValidatePerRank(absl::Span<const TensorView> ts, std::string_view what, int world) {
   if (static_cast<int>(ts.size()) != world) {
-    return Invalid("all_reduce: %s has %d tensors; need one per rank (world = %d)", what,
-                   ts.size(), world);
+    return Invalid("all_reduce: %s has %d tensors; need one per rank (world = %d)", what, ts.size(),
+                   world);
   }
   for (int r = 0; r < world; ++r) {
     if (ts[r].rank() != r) {
-      return Invalid("all_reduce: %s[%d] is on rank %d; must be on rank %d", what, r,
-                     ts[r].rank(), r);
+      return Invalid("all_reduce: %s[%d] is on rank %d; must be on rank %d", what, r, ts[r].rank(),
+                     r);
     }
     if (!ts[r].contiguous) {
       return Invalid("all_reduce: %s[%d] is not contiguous; must be contiguous", what, r);
@@ -75,8 +75,7 @@ absl::StatusOr<std::unique_ptr<DmaAllReduce>> DmaAllReduce::Create(
     return Invalid("DmaAllReduce: pieces is %d; must be in [1, %d]", options.pieces, kMaxPieces);
   }
   if (options.graph_cache && !device->SupportsGraphs()) {
-    return Invalid("DmaAllReduce: graph_cache is on but device '%s' has no graphs",
-                   device->name());
+    return Invalid("DmaAllReduce: graph_cache is on but device '%s' has no graphs", device->name());
   }
   std::unique_ptr<DmaAllReduce> ar(new DmaAllReduce(device, options));
   DMALAB_RETURN_IF_ERROR(ar->Init());
@@ -99,13 +98,14 @@ absl::Status DmaAllReduce::Init() {
                                                        {PlanStream::kPlace, StreamKind::kCopy},
                                                        {PlanStream::kFlag, StreamKind::kFlag}};
     for (const auto& [ps, kind] : kinds) {
-      absl::StatusOr<StreamId> s =
-          device_->CreateStream(r, kind, absl::StrCat("all_reduce ", std::string(PlanStreamName(ps))));
+      absl::StatusOr<StreamId> s = device_->CreateStream(
+          r, kind, absl::StrCat("all_reduce ", std::string(PlanStreamName(ps))));
       if (!s.ok()) return s.status();
       rs.streams[static_cast<int>(ps)] = *s;
     }
     for (int i = 0; i < slab.num_staging_areas; ++i) {
-      absl::StatusOr<MemRef> st = device_->Allocate(r, slab.staging_area_bytes, "all_reduce staging");
+      absl::StatusOr<MemRef> st =
+          device_->Allocate(r, slab.staging_area_bytes, "all_reduce staging");
       if (!st.ok()) return st.status();
       rs.staging.push_back(*st);
     }
@@ -134,9 +134,8 @@ absl::Status DmaAllReduce::ValidateInputs(absl::Span<const TensorView> inputs) c
   }
   const int64_t n = in0.elems();
   if (n <= 0 || n % (world_ * 8) != 0) {
-    return Invalid(
-        "all_reduce: input has %d elements; must be a positive multiple of world*8 = %d", n,
-        world_ * 8);
+    return Invalid("all_reduce: input has %d elements; must be a positive multiple of world*8 = %d",
+                   n, world_ * 8);
   }
   const uint64_t bytes = in0.bytes();
   if (bytes < options_.min_bytes || bytes > options_.max_bytes) {
@@ -147,7 +146,12 @@ absl::Status DmaAllReduce::ValidateInputs(absl::Span<const TensorView> inputs) c
 }
 
 absl::StatusOr<RingPlan> DmaAllReduce::PlanFor(const TensorView& input) const {
+  return PlanFor(input, /*in_place=*/false);
+}
+
+absl::StatusOr<RingPlan> DmaAllReduce::PlanFor(const TensorView& input, bool in_place) const {
   RingPlanRequest req;
+  req.in_place = in_place;
   req.world = world_;
   req.elems = input.elems();
   req.dtype = input.dtype;
@@ -158,11 +162,11 @@ absl::StatusOr<RingPlan> DmaAllReduce::PlanFor(const TensorView& input) const {
   return PlanRing(req);
 }
 
-absl::StatusOr<const RingPlan*> DmaAllReduce::CachedPlan(const TensorView& input) {
-  const auto key = std::make_pair(input.elems(), input.dtype);
+absl::StatusOr<const RingPlan*> DmaAllReduce::CachedPlan(const TensorView& input, bool in_place) {
+  const auto key = std::make_tuple(input.elems(), input.dtype, in_place);
   auto it = plans_.find(key);
   if (it == plans_.end()) {
-    absl::StatusOr<RingPlan> plan = PlanFor(input);
+    absl::StatusOr<RingPlan> plan = PlanFor(input, in_place);
     if (!plan.ok()) return plan.status();
     it = plans_.emplace(key, *std::move(plan)).first;
   }
@@ -180,7 +184,7 @@ absl::StatusOr<std::vector<TensorView>> DmaAllReduce::AllReduce(
           r));
     }
   }
-  absl::StatusOr<const RingPlan*> plan = CachedPlan(inputs[0]);
+  absl::StatusOr<const RingPlan*> plan = CachedPlan(inputs[0], /*in_place=*/false);
   if (!plan.ok()) return plan.status();
   std::vector<TensorView> outs;
   for (int r = 0; r < world_; ++r) {
@@ -234,8 +238,19 @@ absl::Status DmaAllReduce::AllReduce(absl::Span<const TensorView> inputs,
           r, out.addr, out.end(), r, in.addr, in.end());
     }
   }
-  absl::StatusOr<const RingPlan*> plan = CachedPlan(inputs[0]);
+  const bool in_place = inputs[0].addr() == outs[0].addr();
+  absl::StatusOr<const RingPlan*> plan = CachedPlan(inputs[0], in_place);
   if (!plan.ok()) return plan.status();
+  if (options_.faults.Has(Fault::kGraphOutputFreed)) {
+    // As a graph captured on the first call: later calls with these inputs write the outs of
+    // that first call, whatever the caller passes now (and whether or not it freed them).
+    std::vector<uint64_t> key;
+    for (const TensorView& in : inputs) key.push_back(in.addr());
+    const std::vector<TensorView>& captured =
+        captured_outs_.emplace(key, std::vector<TensorView>(outs.begin(), outs.end()))
+            .first->second;
+    return Run(**plan, inputs, captured);
+  }
   if (options_.graph_cache) return RunCached(**plan, inputs, outs);
   return Run(**plan, inputs, outs);
 }
@@ -333,8 +348,8 @@ absl::Status DmaAllReduce::Run(const RingPlan& plan, absl::Span<const TensorView
           break;
       }
       if (!s.ok()) {
-        return absl::Status(s.code(), absl::StrFormat("all_reduce: rank %d op '%s': %s", r, label,
-                                                      s.message()));
+        return absl::Status(
+            s.code(), absl::StrFormat("all_reduce: rank %d op '%s': %s", r, label, s.message()));
       }
     }
   }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <tuple>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -67,7 +68,8 @@ class DmaAllReduce {
                    absl::Span<const TensorView> outs);
   absl::Status RunCached(const RingPlan& plan, absl::Span<const TensorView> inputs,
                          absl::Span<const TensorView> outs);
-  absl::StatusOr<const RingPlan*> CachedPlan(const TensorView& input);
+  absl::StatusOr<RingPlan> PlanFor(const TensorView& input, bool in_place) const;
+  absl::StatusOr<const RingPlan*> CachedPlan(const TensorView& input, bool in_place);
 
   Device* device_;
   DmaAllReduceOptions options_;
@@ -80,7 +82,9 @@ class DmaAllReduce {
     MemRef workspace;  // persistent-output fault only
   };
   std::vector<RankState> ranks_;
-  std::map<std::pair<int64_t, DType>, RingPlan> plans_;
+  std::map<std::tuple<int64_t, DType, bool>, RingPlan> plans_;  // (elems, dtype, in place)
+  // graph-output-freed fault only: input addresses -> the outs of the first call with them.
+  std::map<std::vector<uint64_t>, std::vector<TensorView>> captured_outs_;
   std::map<std::vector<uint64_t>, GraphId> graphs_;  // (elems, dtype, addresses) -> graph
   int64_t calls_ = 0;
 };

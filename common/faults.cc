@@ -13,13 +13,25 @@ std::string_view FaultName(Fault f) {
       return "drop-copy-wait";
     case Fault::kSkipEndHandshake:
       return "skip-end-handshake";
+    case Fault::kEarlyReturn:
+      return "early-return";
+    case Fault::kFlagReadyNotConsumed:
+      return "flag-ready-not-consumed";
+    case Fault::kGraphOutputFreed:
+      return "graph-output-freed";
+    case Fault::kInplaceAliasRing:
+      return "inplace-alias-ring";
+    case Fault::kOwnerKeepsPrequant:
+      return "owner-keeps-prequant";
   }
   return "?";
 }
 
 const std::vector<Fault>& AllFaults() {
-  static const std::vector<Fault> kAll = {Fault::kPersistentOutput, Fault::kDropCopyWait,
-                                          Fault::kSkipEndHandshake};
+  static const std::vector<Fault> kAll = {Fault::kPersistentOutput,     Fault::kDropCopyWait,
+                                          Fault::kSkipEndHandshake,     Fault::kEarlyReturn,
+                                          Fault::kFlagReadyNotConsumed, Fault::kGraphOutputFreed,
+                                          Fault::kInplaceAliasRing,     Fault::kOwnerKeepsPrequant};
   return kAll;
 }
 

@@ -19,9 +19,29 @@ enum class Fault {
   kDropCopyWait,
   // No end-of-call neighbour handshake: a faster neighbour may overwrite scratch.
   kSkipEndHandshake,
+  // The call returns before its sends finished: its exit joins neither the send stream nor the
+  // flag stream (which waits for the sends) into the compute stream, nor waits for the
+  // successor's handshake, so the caller's next write to the tensor (in place) or free of the
+  // result races with the rank's own still-running send copies.
+  kEarlyReturn,
+  // The all-gather reuses the reduce-scatter's scratch slots (slot g, not w-1+g), as if the
+  // receiver's "ready" flag meant "consumed": a fast sender overwrites a partial that the
+  // receiver has not yet added.
+  kFlagReadyNotConsumed,
+  // The explicit form keeps writing the output it was first called with for an input, as a
+  // captured graph does, after the caller freed that output and passes another one.
+  kGraphOutputFreed,
+  // In place only: the all-gather forwards each received chunk from the output (aliased with
+  // the input) instead of its scratch slot, without waiting for the place copy that fills it.
+  // W=2 has a single all-gather step that forwards the rank's own chunk, so only 3+ ranks break.
+  kInplaceAliasRing,
+  // Compressed wire modes: the owner keeps its unquantized chunk instead of decoding its output
+  // from the payload it forwards, so ranks differ by a rounding.
+  kOwnerKeepsPrequant,
 };
 
-// "persistent-output", "drop-copy-wait", "skip-end-handshake".
+// "persistent-output", "drop-copy-wait", "skip-end-handshake", "early-return",
+// "flag-ready-not-consumed", "graph-output-freed", "inplace-alias-ring", "owner-keeps-prequant".
 std::string_view FaultName(Fault f);
 // Every fault, in declaration order.
 const std::vector<Fault>& AllFaults();

@@ -72,7 +72,8 @@ class Replayer {
   absl::Status Add(const Step& step);
   absl::Status Retain(const Step& step);
   absl::Status ExpectEqual(const Step& step);
-  void Release(const std::string& name, bool at_end);
+  // `name` by value: callers pass keys of live_, which Release erases (fuzzer-found).
+  void Release(std::string name, bool at_end);
   absl::Status VerifyRetained();
   void CheckAliases();
   void EndRetention(const std::string& name);
@@ -399,7 +400,7 @@ absl::Status Replayer::ExpectEqual(const Step& step) {
   return absl::OkStatus();
 }
 
-void Replayer::Release(const std::string& name, bool at_end) {
+void Replayer::Release(std::string name, bool at_end) {
   EndRetention(name);
   for (auto it = reported_aliases_.begin(); it != reported_aliases_.end();) {
     it = (it->first == name || it->second == name) ? reported_aliases_.erase(it) : std::next(it);

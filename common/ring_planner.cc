@@ -43,14 +43,15 @@ class RankPlanBuilder {
   // Encoded pieces are laid out one after another, each starting 16-byte aligned.
   uint64_t EncodedPieceOffset(int p) const {
     uint64_t off = 0;
-    for (int q = 0; q < p; ++q) off += RoundUp(EncodedBytes(codec(), plan_.dtype, PieceElems(q)), 16);
+    for (int q = 0; q < p; ++q)
+      off += RoundUp(EncodedBytes(codec(), plan_.dtype, PieceElems(q)), 16);
     return off;
   }
   Codec codec() const { return WireCodec(plan_.wire); }
 
   // Piece p of chunk c of the input or output tensor.
   Slice Tensor(Region region, int chunk, int p) const {
-    return Slice{region, 0, 0, chunk * ChunkBytes() + PieceOffsetBytes(p), PieceBytes(p),
+    return Slice{region,       0, 0, chunk * ChunkBytes() + PieceOffsetBytes(p), PieceBytes(p),
                  Codec::kPlain};
   }
   // Piece p of scratch area `slot`: own (kScratch) or rank `peer`'s (kPeerScratch).
@@ -59,8 +60,12 @@ class RankPlanBuilder {
   }
   // The same, holding the block-encoded piece.
   Slice Encoded(Region region, int slot, int p, int peer = 0) const {
-    return Slice{region, slot, peer, EncodedPieceOffset(p),
-                 EncodedBytes(codec(), plan_.dtype, PieceElems(p)), codec()};
+    return Slice{region,
+                 slot,
+                 peer,
+                 EncodedPieceOffset(p),
+                 EncodedBytes(codec(), plan_.dtype, PieceElems(p)),
+                 codec()};
   }
 
   int NewEvent() { return next_event_++; }
@@ -238,18 +243,27 @@ std::vector<int> PlanReduceScatterAllToAll(RankPlanBuilder& b, const FaultSet& f
   return ev_final;
 }
 
+// The scratch slot all-gather step g lands in: w-1+g, after the reduce-scatter's slots (the
+// flag-ready-not-consumed fault reuses reduce-scatter slot g).
+int AgSlot(const RankPlanBuilder& b, int g, const FaultSet& faults) {
+  return faults.Has(Fault::kFlagReadyNotConsumed) ? g : b.world() - 1 + g;
+}
+
 // All-gather of plain chunks: at step g forward chunk (r+1-g) to the successor's slot w-1+g;
 // receive chunk (r-g) and place it into the output with a local copy.
-void PlanAllGatherNative(RankPlanBuilder& b, const std::vector<int>& ev_final) {
+void PlanAllGatherNative(RankPlanBuilder& b, const std::vector<int>& ev_final,
+                         const FaultSet& faults, bool in_place) {
   const int w = b.world(), r = b.rank();
   const Phase ph = Phase::kAllGather;
+  const bool forward_from_output = in_place && faults.Has(Fault::kInplaceAliasRing);
   std::vector<int> ev_land = ev_final;
   for (int g = 0; g < w - 1; ++g) {
-    const int slot = w - 1 + g;
+    const int slot = AgSlot(b, g, faults);
     for (int p = 0; p < b.pieces(); ++p) {
       b.WaitEvent(PlanStream::kSend, ph, g, p, ev_land[p]);
-      const Slice src = g == 0 ? b.Tensor(Region::kOutput, Mod(r + 1, w), p)
-                               : b.Scratch(Region::kScratch, slot - 1, p);
+      const Slice src = g == 0 || forward_from_output
+                            ? b.Tensor(Region::kOutput, Mod(r + 1 - g, w), p)
+                            : b.Scratch(Region::kScratch, AgSlot(b, g - 1, faults), p);
       b.SendAndSignal(ph, g, p, b.Scratch(Region::kPeerScratch, slot, p, b.Succ()), src,
                       AgFlag(b, g, p), b.Succ());
       b.WaitFlag(PlanStream::kCompute, ph, g, p, AgFlag(b, g, p));
@@ -264,25 +278,27 @@ void PlanAllGatherNative(RankPlanBuilder& b, const std::vector<int>& ev_final) {
 // All-gather of a chunk quantized once by its owner: the owner encodes its finished chunk into
 // staging slot w-1 and decodes its own output from that very payload, so every rank ends
 // bit-identical; receivers forward the blocks unchanged and decode them into the output.
-void PlanAllGatherQuantized(RankPlanBuilder& b, const std::vector<int>& ev_final) {
+void PlanAllGatherQuantized(RankPlanBuilder& b, const std::vector<int>& ev_final,
+                            const FaultSet& faults) {
   const int w = b.world(), r = b.rank();
   const int own = Mod(r + 1, w);
   std::vector<int> ev_land(b.pieces(), -1);
   for (int p = 0; p < b.pieces(); ++p) {
-    b.Reduce(PlanStream::kCompute, Phase::kAllGather, 0, p,
-             b.Encoded(Region::kStaging, w - 1, p), {b.Tensor(Region::kOutput, own, p)});
+    b.Reduce(PlanStream::kCompute, Phase::kAllGather, 0, p, b.Encoded(Region::kStaging, w - 1, p),
+             {b.Tensor(Region::kOutput, own, p)});
     ev_land[p] = b.RecordNew(PlanStream::kCompute, Phase::kAllGather, 0, p);
+    if (faults.Has(Fault::kOwnerKeepsPrequant)) continue;
     b.Reduce(PlanStream::kCompute, Phase::kAllGather, 0, p, b.Tensor(Region::kOutput, own, p),
              {b.Encoded(Region::kStaging, w - 1, p)});
   }
   (void)ev_final;  // the compute stream already orders the encode after the final reduce
   const Phase ph = Phase::kAllGather;
   for (int g = 0; g < w - 1; ++g) {
-    const int slot = w - 1 + g;
+    const int slot = AgSlot(b, g, faults);
     for (int p = 0; p < b.pieces(); ++p) {
       b.WaitEvent(PlanStream::kSend, ph, g, p, ev_land[p]);
       const Slice src = g == 0 ? b.Encoded(Region::kStaging, w - 1, p)
-                               : b.Encoded(Region::kScratch, slot - 1, p);
+                               : b.Encoded(Region::kScratch, AgSlot(b, g - 1, faults), p);
       b.SendAndSignal(ph, g, p, b.Encoded(Region::kPeerScratch, slot, p, b.Succ()), src,
                       AgFlag(b, g, p), b.Succ());
       b.WaitFlag(PlanStream::kCompute, ph, g, p, AgFlag(b, g, p));
@@ -293,7 +309,7 @@ void PlanAllGatherQuantized(RankPlanBuilder& b, const std::vector<int>& ev_final
   }
 }
 
-void PlanRank(RankPlanBuilder& b, WireMode wire, const FaultSet& faults) {
+void PlanRank(RankPlanBuilder& b, WireMode wire, const FaultSet& faults, bool in_place) {
   const int ev_in = b.RecordNew(PlanStream::kCompute, Phase::kEntry, 0, 0);
   b.WaitEvent(PlanStream::kSend, Phase::kEntry, 0, 0, ev_in);
 
@@ -314,17 +330,19 @@ void PlanRank(RankPlanBuilder& b, WireMode wire, const FaultSet& faults) {
       break;
   }
   if (wire == WireMode::kNative) {
-    PlanAllGatherNative(b, ev_final);
+    PlanAllGatherNative(b, ev_final, faults, in_place);
   } else {
-    PlanAllGatherQuantized(b, ev_final);
+    PlanAllGatherQuantized(b, ev_final, faults);
   }
 
   // Exit: join every stream into the compute stream, then the neighbour handshake: tell the
   // predecessor that this rank no longer reads its scratch, wait until the successor says so.
+  const bool early_return = faults.Has(Fault::kEarlyReturn);
   for (PlanStream s : {PlanStream::kSend, PlanStream::kPlace, PlanStream::kFlag}) {
+    if (early_return && s != PlanStream::kPlace) continue;
     b.WaitEvent(PlanStream::kCompute, Phase::kExit, 0, 0, b.RecordNew(s, Phase::kExit, 0, 0));
   }
-  if (!faults.Has(Fault::kSkipEndHandshake)) {
+  if (!faults.Has(Fault::kSkipEndHandshake) && !early_return) {
     b.WaitEvent(PlanStream::kFlag, Phase::kExit, 0, 0,
                 b.RecordNew(PlanStream::kCompute, Phase::kExit, 0, 0));
     b.Signal(PlanStream::kFlag, Phase::kExit, 0, 0, HandshakeFlag(b), b.Pred());
@@ -341,9 +359,9 @@ absl::Status CheckWireApplies(WireMode wire, int world, int64_t elems, DType dty
         "wire mode %s needs bf16 input; the tensor is %s", WireModeName(wire), DTypeName(dtype)));
   }
   if ((elems / world) % kCodecBlockElems != 0) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "wire mode %s needs a shard (elems / world = %d / %d = %d) divisible by %d",
-        WireModeName(wire), elems, world, elems / world, kCodecBlockElems));
+    return absl::FailedPreconditionError(
+        absl::StrFormat("wire mode %s needs a shard (elems / world = %d / %d = %d) divisible by %d",
+                        WireModeName(wire), elems, world, elems / world, kCodecBlockElems));
   }
   return absl::OkStatus();
 }
@@ -383,8 +401,8 @@ uint64_t ScratchAreaBytes(uint64_t max_bytes, int world) {
 
 absl::StatusOr<RingPlan> PlanRing(const RingPlanRequest& req) {
   if (req.world < kMinWorld || req.world > kMaxWorld) {
-    return absl::InvalidArgumentError(absl::StrFormat("plan: world is %d; must be in [%d, %d]",
-                                                      req.world, kMinWorld, kMaxWorld));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("plan: world is %d; must be in [%d, %d]", req.world, kMinWorld, kMaxWorld));
   }
   if (req.pieces < 1 || req.pieces > kMaxPieces) {
     return absl::InvalidArgumentError(
@@ -392,14 +410,13 @@ absl::StatusOr<RingPlan> PlanRing(const RingPlanRequest& req) {
   }
   if (req.elems <= 0 || req.elems % (req.world * 8) != 0) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("plan: elems is %d; must be a positive multiple of world*8 = %d",
-                        req.elems, req.world * 8));
+        absl::StrFormat("plan: elems is %d; must be a positive multiple of world*8 = %d", req.elems,
+                        req.world * 8));
   }
   const uint64_t bytes = static_cast<uint64_t>(req.elems) * DTypeBytes(req.dtype);
   if (bytes > req.max_bytes) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("plan: tensor is %d bytes; must be at most max_bytes = %d", bytes,
-                        req.max_bytes));
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "plan: tensor is %d bytes; must be at most max_bytes = %d", bytes, req.max_bytes));
   }
   if (absl::Status s = CheckWireApplies(req.wire, req.world, req.elems, req.dtype); !s.ok()) {
     return s;
@@ -421,7 +438,7 @@ absl::StatusOr<RingPlan> PlanRing(const RingPlanRequest& req) {
   plan.wire_bytes_sent.assign(req.world, 0);
   for (int r = 0; r < req.world; ++r) {
     RankPlanBuilder b(plan, r, &plan.ranks[r], &plan.wire_bytes_sent[r]);
-    PlanRank(b, req.wire, req.faults);
+    PlanRank(b, req.wire, req.faults, req.in_place);
     plan.num_events = std::max(plan.num_events, b.events());
   }
   return plan;

@@ -26,7 +26,9 @@ struct RingPlanRequest {
   int pieces = 2;
   WireMode wire = WireMode::kNative;
   uint64_t max_bytes = 0;  // sizes the scratch areas; at least the tensor's bytes
-  FaultSet faults;         // kDropCopyWait and kSkipEndHandshake change the plan
+  FaultSet faults;         // kDropCopyWait, kSkipEndHandshake, ... change the plan
+  bool in_place = false;   // the call's output is its input (the plan is the same unless a fault
+                           // targets in-place calls)
 };
 
 // Effective pieces for a chunk of `chunk_bytes`: `requested`, or 1 when a piece would be under

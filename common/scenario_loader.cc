@@ -158,7 +158,7 @@ absl::Status Loader::Tensors(const YAML::Node& node) {
   }
   const int64_t quantum = int64_t{8} * s_.world;
   for (auto it = node.begin(); it != node.end(); ++it) {
-    const std::string& name = it->first.Scalar();
+    const std::string name = it->first.Scalar();
     const std::string path = FieldPath("tensors", name);
     if (const TensorDecl* first = s_.FindTensor(name)) {
       return f_.Error(

@@ -97,7 +97,8 @@ absl::Status YamlFields::CheckMap(const YAML::Node& node, std::string_view path,
   }
   std::map<std::string, SourceLoc> seen;
   for (auto it = node.begin(); it != node.end(); ++it) {
-    const YAML::Node& key = it->first;
+    // A copy: it-> returns a proxy that dies at the end of the statement (fuzzer-found).
+    const YAML::Node key = it->first;
     if (!key.IsScalar())
       return Error(key, path, absl::StrCat("a key that is ", Describe(key)), allowed_text);
     const std::string& name = key.Scalar();

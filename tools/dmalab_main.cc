@@ -15,6 +15,7 @@
 #include "tools/calibrate.h"
 #include "tools/replay_command.h"
 #include "tools/sweep.h"
+#include "tools/zoo.h"
 
 ABSL_FLAG(int, ranks, 4, "number of ranks (world size), 2..16");
 ABSL_FLAG(std::string, dtype, "bf16", "element type: bf16, fp16, fp32");
@@ -32,7 +33,15 @@ ABSL_FLAG(std::string, dump, "",
           "replay: write every live tensor per rank after the last step as DIR/NAME.rankR.npy "
           "(float32)");
 ABSL_FLAG(std::string, inject, "",
-          "fault to inject: persistent-output, drop-copy-wait, skip-end-handshake");
+          "faults to inject, comma-separated: persistent-output, drop-copy-wait, "
+          "skip-end-handshake, early-return, flag-ready-not-consumed, graph-output-freed, "
+          "inplace-alias-ring, owner-keeps-prequant");
+ABSL_FLAG(int, seeds, 0,
+          "replay: replay seeds 1..N on the simulator and list failing seeds; zoo: seeds per "
+          "fault and scenario (default 20)");
+ABSL_FLAG(bool, check_determinism, false,
+          "replay: replay one seed twice on the simulator and compare the reports byte for byte "
+          "(also --check-determinism)");
 ABSL_FLAG(std::string, b, "1M", "demo, sweep: smallest size in bytes (K, M, G suffixes)");
 ABSL_FLAG(std::string, e, "16M", "demo, sweep: largest size in bytes");
 ABSL_FLAG(int, f, 4, "demo, sweep: size multiplication factor");
@@ -56,6 +65,7 @@ commands:
           values unchanged, no two live results sharing storage, ranks bit-identical
           e.g. dmalab replay scenarios/glm52_tp4_layer0_residual.yaml --inject=persistent-output
           flags: --backend=sim|hw --seed=N --inject=NAME --json=PATH --dump=DIR --gpus=N
+                 --seeds=N (sweep seeds 1..N) --check-determinism
   demo    run the DMA ring all-reduce on the simulator over a range of sizes and print a table:
           wrong elements against the exact sum, rank consistency, checker findings
           e.g. dmalab demo --ranks=4 --dtype=bf16 --b=1M --e=16M --f=4 --seed=1
@@ -64,6 +74,9 @@ commands:
                --ranks=4 -b 1M -e 64M -f 2 -n 5 -w 1 -c 1 --csv=sweep.csv   (docs/bandwidth.md)
   calibrate  measure this GPU through CudaDevice and write a topology YAML for the simulator
           e.g. dmalab calibrate --gpus=1 --ranks=4 --out=h200_calibrated.yaml
+  zoo     run every fault injection against the zoo scenarios over seeds 1..N and the correct
+          implementation over the same seeds: which checker caught each fault, false positives
+          e.g. dmalab zoo --seeds=20
   plan    print the ring plan (every rank's operations) for one tensor size
           e.g. dmalab plan --ranks=4 --elems=4096 --pieces=2
   help    this text; `dmalab <command> --help` lists every flag
@@ -255,7 +268,13 @@ int main(int argc, char** argv) {
   }
   const std::string command = argv[1];
   std::vector<char*> args = {argv[0]};
-  for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
+  std::vector<std::string> flags;  // --check-determinism spelled as absl spells it
+  flags.reserve(argc);
+  for (int i = 2; i < argc; ++i) {
+    flags.push_back(argv[i]);
+    if (flags.back() == "--check-determinism") flags.back() = "--check_determinism";
+    args.push_back(flags.back().data());
+  }
   std::vector<char*> rest = absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
   if (command == "replay") {
     dmalab::ReplayCommand c;
@@ -271,6 +290,8 @@ int main(int argc, char** argv) {
     c.dump_dir = absl::GetFlag(FLAGS_dump);
     c.gpus = absl::GetFlag(FLAGS_gpus);
     c.pieces = absl::GetFlag(FLAGS_pieces);
+    c.seeds = absl::GetFlag(FLAGS_seeds);
+    c.check_determinism = absl::GetFlag(FLAGS_check_determinism);
     return dmalab::RunReplayCommand(c);
   }
   if (rest.size() > 1) {
@@ -282,6 +303,7 @@ int main(int argc, char** argv) {
   if (command == "sweep") return dmalab::RunSweepCommand(dmalab::SweepFlags());
   if (command == "calibrate")
     return dmalab::RunCalibrateCommand(dmalab::CalibrateFlags(argc, argv));
+  if (command == "zoo") return dmalab::RunZooCommand({absl::GetFlag(FLAGS_seeds) ? absl::GetFlag(FLAGS_seeds) : 20});
   std::fprintf(stderr, "dmalab: unknown command '%s'; run `dmalab help`\n", command.c_str());
   return 2;
 }

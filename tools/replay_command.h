@@ -10,13 +10,15 @@ namespace dmalab {
 
 struct ReplayCommand {
   std::string file;
-  std::string backend = "sim";     // "sim" or "hw"
-  std::optional<uint64_t> seed;    // simulator scheduling seed; default: the scenario's seed
-  std::string inject;              // comma-separated fault names
-  std::string json_path;           // write the JSON report here when set
-  std::string dump_dir;            // write every live tensor per rank as .npy here when set
-  int gpus = 1;                    // hw: GPUs the ranks spread over
+  std::string backend = "sim";   // "sim" or "hw"
+  std::optional<uint64_t> seed;  // simulator scheduling seed; default: the scenario's seed
+  std::string inject;            // comma-separated fault names
+  std::string json_path;         // write the JSON report here when set
+  std::string dump_dir;          // write every live tensor per rank as .npy here when set
+  int gpus = 1;                  // hw: GPUs the ranks spread over
   int pieces = 2;
+  int seeds = 0;                   // sim: > 0 replays seeds 1..seeds and reports failing seeds
+  bool check_determinism = false;  // sim: replay one seed twice, compare the report bytes
 };
 
 // Returns the process exit status: 0 PASS, 1 a check failed, 2 bad input or usage.

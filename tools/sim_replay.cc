@@ -1,0 +1,37 @@
+#include "tools/sim_replay.h"
+
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "sim/sim_device.h"
+
+namespace dmalab {
+
+absl::StatusOr<ReplayReport> ReplayOnSim(const Scenario& scenario, const FaultSet& faults,
+                                         uint64_t seed, int pieces) {
+  SimDevice device(scenario.world, seed);
+  ReplayOptions options;
+  options.faults = faults;
+  options.pieces = pieces;
+  size_t seen = 0;
+  options.poll_device_findings = [&device, &seen]() {
+    std::vector<std::string> lines;
+    const std::vector<Finding>& all = device.findings().findings();
+    for (; seen < all.size(); ++seen) {
+      lines.push_back(
+          absl::StrFormat("%s: %s", FindingKindName(all[seen].kind), all[seen].message));
+    }
+    return lines;
+  };
+  return Replay(scenario, &device, options);
+}
+
+std::string CheckerOf(const ReplayFinding& finding) {
+  if (finding.kind == ReplayFindingKind::kDeviceChecker) {
+    const size_t colon = finding.detail.find(':');
+    return colon == std::string::npos ? "device_checker" : finding.detail.substr(0, colon);
+  }
+  return std::string(ReplayFindingKindName(finding.kind));
+}
+
+}  // namespace dmalab

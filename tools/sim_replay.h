@@ -1,0 +1,29 @@
+// Replaying a scenario on the simulator with one scheduling seed, and naming the checker behind
+// each finding: the building block of `dmalab replay --seeds`, `--check-determinism` and
+// `dmalab zoo`.
+#ifndef DMALAB_TOOLS_SIM_REPLAY_H_
+#define DMALAB_TOOLS_SIM_REPLAY_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/faults.h"
+#include "common/replay.h"
+#include "common/scenario.h"
+
+namespace dmalab {
+
+// Replays `scenario` on a fresh SimDevice seeded with `seed` (every scheduling choice), with the
+// simulator's own checkers (races, use after free or reuse, deadlock) polled into the report.
+// An error is bad input (the scenario cannot run, an all-reduce rejects its arguments).
+absl::StatusOr<ReplayReport> ReplayOnSim(const Scenario& scenario, const FaultSet& faults,
+                                         uint64_t seed, int pieces = 2);
+
+// The checker that made a finding: the simulator checker's kind for device findings ("race",
+// "use_after_free", ...), else the replay check ("retained_mismatch", "rank_inconsistent", ...).
+std::string CheckerOf(const ReplayFinding& finding);
+
+}  // namespace dmalab
+
+#endif  // DMALAB_TOOLS_SIM_REPLAY_H_

@@ -1,0 +1,64 @@
+// `dmalab zoo`: the bug zoo. Replays every named fault injection (common/faults.h) against the
+// scenarios that can show it, on the simulator over seeds 1..N, and the correct implementation
+// against every zoo scenario over the same seeds; prints which checker caught each fault at which
+// seed first and the false-positive count.
+#ifndef DMALAB_TOOLS_ZOO_H_
+#define DMALAB_TOOLS_ZOO_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/faults.h"
+
+namespace dmalab {
+
+struct ZooOptions {
+  int seeds = 20;          // seeds 1..seeds: a fault's search budget and the false-positive sweep
+  std::string root = ".";  // the repository root; scenario paths are relative to it
+};
+
+// One fault against one scenario.
+struct ZooRow {
+  Fault fault = Fault::kPersistentOutput;
+  std::string scenario;
+  bool benign = false;  // the catalog says this ring is immune to the fault
+  bool detected = false;
+  std::string checkers;     // comma-separated checker names of the first detecting run
+  uint64_t first_seed = 0;  // 0: not detected
+  int seeds_run = 0;
+};
+
+// The correct implementation on one scenario.
+struct ZooCleanRow {
+  std::string scenario;
+  int seeds_run = 0;
+  int failing_runs = 0;
+  uint64_t first_failing_seed = 0;
+  double seconds = 0;
+};
+
+struct ZooReport {
+  std::vector<ZooRow> faults;
+  std::vector<ZooCleanRow> clean;
+  double seconds = 0;
+  // Every non-benign row detected, every benign row silent, and no false positive.
+  bool pass() const;
+};
+
+// The scenario files of the zoo, relative to the repository root.
+const std::vector<std::string>& ZooScenarios();
+
+// Runs the zoo; an error is bad input (a scenario that does not load or run).
+absl::StatusOr<ZooReport> RunZoo(const ZooOptions& options);
+
+// The table `dmalab zoo` prints.
+std::string FormatZooReport(const ZooReport& report, int seeds);
+
+// Returns the exit status: 0 PASS, 1 a fault undetected or a false positive, 2 bad input.
+int RunZooCommand(const ZooOptions& options);
+
+}  // namespace dmalab
+
+#endif  // DMALAB_TOOLS_ZOO_H_
