@@ -79,9 +79,9 @@ void BM_AllReduceEnqueue(benchmark::State& state) {
     state.counters["device_ops_per_call"] = static_cast<double>(ops);
     state.counters["pieces"] = plan->pieces;
   }
-  state.SetLabel(absl::StrFormat("%d ranks on 1 GPU, bf16, %d MiB, %s", kWorld, bytes >> 20,
-                                 graph_cache ? "graph cache (one launch per call)"
-                                             : "eager (every op enqueued)"));
+  state.SetLabel(absl::StrFormat(
+      "%d ranks on 1 GPU, bf16, %d MiB, %s", kWorld, bytes >> 20,
+      graph_cache ? "graph cache (one launch per call)" : "eager (every op enqueued)"));
 }
 
 BENCHMARK(BM_AllReduceEnqueue)

@@ -33,7 +33,10 @@ void BM_SimAllReduce(benchmark::State& state) {
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes));
 }
-BENCHMARK(BM_SimAllReduce)->RangeMultiplier(4)->Range(1 << 20, 64 << 20)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_SimAllReduce)
+    ->RangeMultiplier(4)
+    ->Range(1 << 20, 64 << 20)
+    ->Unit(benchmark::kMillisecond);
 
 void BM_Memcpy(benchmark::State& state) {
   const size_t bytes = static_cast<size_t>(state.range(0));

@@ -12,20 +12,23 @@
 #include "common/result_checks.h"
 #include "common/ring_planner.h"
 #include "sim/sim_device.h"
+#include "tools/calibrate.h"
 #include "tools/replay_command.h"
+#include "tools/sweep.h"
 #include "tools/zoo.h"
 
 ABSL_FLAG(int, ranks, 4, "number of ranks (world size), 2..16");
 ABSL_FLAG(std::string, dtype, "bf16", "element type: bf16, fp16, fp32");
-ABSL_FLAG(std::string, wire, "bf16", "wire mode: bf16, i8, i8_ring, i8_a2a, e4m3, e4m3_ring, e4m3_a2a");
+ABSL_FLAG(std::string, wire, "bf16",
+          "wire mode: bf16, i8, i8_ring, i8_a2a, e4m3, e4m3_ring, e4m3_a2a");
 ABSL_FLAG(int, pieces, 2, "pieces per chunk, 1..8 (1 is used when a piece would be under 512 KiB)");
 ABSL_FLAG(int64_t, elems, 4096, "plan: elements of the tensor");
 ABSL_FLAG(uint64_t, seed, 0,
           "simulator seed: fixes every scheduling choice (replay: default the scenario's seed; "
-          "demo: default 1)");
-ABSL_FLAG(std::string, backend, "sim", "replay: sim (CPU simulator) or hw (CUDA GPUs)");
-ABSL_FLAG(int, gpus, 1, "replay --backend=hw: number of GPUs the ranks spread over");
-ABSL_FLAG(std::string, json, "", "replay: also write the report as JSON to this path");
+          "demo, sweep: default 1)");
+ABSL_FLAG(std::string, backend, "sim", "replay, sweep: sim (CPU simulator) or hw (CUDA GPUs)");
+ABSL_FLAG(int, gpus, 1, "replay, sweep, calibrate (hw): number of GPUs the ranks spread over");
+ABSL_FLAG(std::string, json, "", "replay, sweep: also write the report as JSON to this path");
 ABSL_FLAG(std::string, dump, "",
           "replay: write every live tensor per rank after the last step as DIR/NAME.rankR.npy "
           "(float32)");
@@ -39,9 +42,16 @@ ABSL_FLAG(int, seeds, 0,
 ABSL_FLAG(bool, check_determinism, false,
           "replay: replay one seed twice on the simulator and compare the reports byte for byte "
           "(also --check-determinism)");
-ABSL_FLAG(std::string, b, "1M", "demo: smallest size in bytes (K, M, G suffixes)");
-ABSL_FLAG(std::string, e, "16M", "demo: largest size in bytes");
-ABSL_FLAG(int, f, 4, "demo: size multiplication factor");
+ABSL_FLAG(std::string, b, "1M", "demo, sweep: smallest size in bytes (K, M, G suffixes)");
+ABSL_FLAG(std::string, e, "16M", "demo, sweep: largest size in bytes");
+ABSL_FLAG(int, f, 4, "demo, sweep: size multiplication factor");
+ABSL_FLAG(int, n, 20, "sweep: timed iterations per size");
+ABSL_FLAG(int, w, 5, "sweep: warm-up iterations per size");
+ABSL_FLAG(int, c, 1, "sweep: check results against the exact sum (0 or 1)");
+ABSL_FLAG(int, G, 0, "sweep: > 0 replays a captured graph per call (graph cache; hw only)");
+ABSL_FLAG(std::string, topology, "", "sweep (sim): topology YAML the timing model uses");
+ABSL_FLAG(std::string, csv, "", "sweep: write the table as CSV to this path");
+ABSL_FLAG(std::string, out, "", "calibrate: topology YAML to write");
 
 namespace dmalab {
 namespace {
@@ -59,6 +69,11 @@ commands:
   demo    run the DMA ring all-reduce on the simulator over a range of sizes and print a table:
           wrong elements against the exact sum, rank consistency, checker findings
           e.g. dmalab demo --ranks=4 --dtype=bf16 --b=1M --e=16M --f=4 --seed=1
+  sweep   time the all-reduce over a range of sizes beside its speed of light (nccl-tests style)
+          e.g. dmalab sweep --backend=sim --topology=scenarios/topologies/h200_virtual_ranks.yaml
+               --ranks=4 -b 1M -e 64M -f 2 -n 5 -w 1 -c 1 --csv=sweep.csv   (docs/bandwidth.md)
+  calibrate  measure this GPU through CudaDevice and write a topology YAML for the simulator
+          e.g. dmalab calibrate --gpus=1 --ranks=4 --out=h200_calibrated.yaml
   zoo     run every fault injection against the zoo scenarios over seeds 1..N and the correct
           implementation over the same seeds: which checker caught each fault, false positives
           e.g. dmalab zoo --seeds=20
@@ -152,9 +167,10 @@ int RunDemo() {
   std::printf(
       "# dmalab demo: simulated DMA ring all-reduce, %d ranks, %s, wire %s, seed %llu, inject %s\n",
       world, std::string(DTypeName(*dtype)).c_str(), std::string(WireModeName(*wire)).c_str(),
-              static_cast<unsigned long long>(dev.seed()), faults->ToString().c_str());
-  std::printf("# inputs are small integers, so the exact sum is known and #wrong counts every\n"
-              "# element of every rank that differs from it (compressed wires round: #wrong > 0)\n");
+      static_cast<unsigned long long>(dev.seed()), faults->ToString().c_str());
+  std::printf(
+      "# inputs are small integers, so the exact sum is known and #wrong counts every\n"
+      "# element of every rank that differs from it (compressed wires round: #wrong > 0)\n");
   std::printf("%12s %12s %6s %7s %8s %10s %10s %10s\n", "size(B)", "count", "type", "pieces",
               "#wrong", "rank_cons", "findings", "sim_ms");
   bool failed = false;
@@ -180,8 +196,7 @@ int RunDemo() {
     if (!outs.ok()) return Fail(outs.status());
     if (absl::Status s = dev.Synchronize(); !s.ok()) return Fail(s);
     const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-            .count();
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     int64_t wrong = 0;
     for (int r = 0; r < world; ++r) {
       std::vector<uint8_t> bytes(n * esize);
@@ -201,9 +216,8 @@ int RunDemo() {
     const int findings = static_cast<int>(dev.findings().findings().size());
     std::printf("%12llu %12lld %6s %7d %8lld %10s %10d %10.1f\n",
                 static_cast<unsigned long long>(n * esize), static_cast<long long>(n),
-                std::string(DTypeName(*dtype)).c_str(), plan.pieces,
-                static_cast<long long>(wrong), differing->empty() ? "true" : "false", findings,
-                ms);
+                std::string(DTypeName(*dtype)).c_str(), plan.pieces, static_cast<long long>(wrong),
+                differing->empty() ? "true" : "false", findings, ms);
     // Compressed wires round by design: their wrong count is information, not a failure.
     failed |= (*wire == WireMode::kNative && wrong > 0) || !differing->empty() || findings > 0;
     for (int r = 0; r < world; ++r) {
@@ -214,6 +228,33 @@ int RunDemo() {
   if (!dev.findings().empty()) std::fputs(dev.findings().ToString().c_str(), stdout);
   std::printf("status=%s\n", failed ? "FAIL" : "PASS");
   return failed ? 1 : 0;
+}
+
+SweepCommand SweepFlags() {
+  return SweepCommand{absl::GetFlag(FLAGS_b),
+                      absl::GetFlag(FLAGS_e),
+                      absl::GetFlag(FLAGS_f),
+                      absl::GetFlag(FLAGS_n),
+                      absl::GetFlag(FLAGS_w),
+                      absl::GetFlag(FLAGS_c),
+                      absl::GetFlag(FLAGS_G),
+                      absl::GetFlag(FLAGS_dtype),
+                      absl::GetFlag(FLAGS_wire),
+                      absl::GetFlag(FLAGS_pieces),
+                      absl::GetFlag(FLAGS_backend),
+                      absl::GetFlag(FLAGS_ranks),
+                      absl::GetFlag(FLAGS_gpus),
+                      absl::GetFlag(FLAGS_topology),
+                      absl::GetFlag(FLAGS_seed) == 0 ? 1 : absl::GetFlag(FLAGS_seed),
+                      absl::GetFlag(FLAGS_csv),
+                      absl::GetFlag(FLAGS_json)};
+}
+
+CalibrateCommand CalibrateFlags(int argc, char** argv) {
+  std::string line = "dmalab";
+  for (int i = 1; i < argc; ++i) line += std::string(" ") + argv[i];
+  return CalibrateCommand{absl::GetFlag(FLAGS_gpus), absl::GetFlag(FLAGS_ranks),
+                          absl::GetFlag(FLAGS_out), line};
 }
 
 }  // namespace
@@ -259,6 +300,9 @@ int main(int argc, char** argv) {
   }
   if (command == "demo") return dmalab::RunDemo();
   if (command == "plan") return dmalab::RunPlan();
+  if (command == "sweep") return dmalab::RunSweepCommand(dmalab::SweepFlags());
+  if (command == "calibrate")
+    return dmalab::RunCalibrateCommand(dmalab::CalibrateFlags(argc, argv));
   if (command == "zoo") return dmalab::RunZooCommand({absl::GetFlag(FLAGS_seeds) ? absl::GetFlag(FLAGS_seeds) : 20});
   std::fprintf(stderr, "dmalab: unknown command '%s'; run `dmalab help`\n", command.c_str());
   return 2;

@@ -1,0 +1,150 @@
+// Calibration without a GPU: the fit and the YAML writer on made-up measurements (the written
+// file must load with the topology loader and carry the fitted numbers), and the measuring
+// code on the simulator, which must recover the topology it times on.
+#include "tools/calibration.h"
+
+#include <cmath>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "sim/sim_device.h"
+#include "sim/topology.h"
+#include "tools/calibrate.h"
+
+namespace dmalab {
+namespace {
+
+// Measurements a GPU with exactly these rates would give: copies of latency 8 us at
+// 2000 GB/s (two at once share 4000 GB/s of memory), kernels of 3 us overhead at 3000 GB/s.
+CalibrationMeasurements FakeMeasurements() {
+  CalibrationMeasurements m;
+  m.gpu_name = "NVIDIA H200";
+  m.copy_engines = 3;
+  m.sms = 132;
+  m.cuda_runtime = 13000;
+  m.cuda_driver = 13000;
+  m.ranks = 4;
+  m.when_utc = "2025-01-31T12:00:00Z";
+  m.command = "dmalab calibrate --gpus=1 --ranks=4 --out=t.yaml";
+  for (uint64_t bytes = 4096; bytes <= (1ull << 30); bytes *= 4) {
+    m.copies.push_back(CopySample{bytes, 1, 8 + bytes / 2000e3});
+    m.copies.push_back(CopySample{bytes, 2, 8 + 2 * bytes / 2000e3});
+  }
+  for (uint64_t bytes : {4096ull, 1ull << 20, 1ull << 30}) {
+    m.reduces.push_back(ReduceSample{bytes, 3 + 3.0 * bytes / 3000e3});
+  }
+  m.copy_enqueue_us = 2.25;
+  m.kernel_enqueue_us = 2.75;
+  m.event_enqueue_us = 0.75;
+  m.flag_hop_us = 4.5;
+  return m;
+}
+
+TEST(CalibrationTest, FitLineRelativeRecoversAnExactLine) {
+  absl::StatusOr<std::pair<double, double>> fit = FitLineRelative({{0, 5}, {10, 25}, {1000, 2005}});
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  EXPECT_NEAR(fit->first, 5, 1e-9);
+  EXPECT_NEAR(fit->second, 2, 1e-12);
+  EXPECT_EQ(FitLineRelative({{3, 5}, {3, 6}}).status().message(),
+            "fit: 2 points with fewer than two distinct x");
+}
+
+TEST(CalibrationTest, FitRatesRecoversTheRatesBehindTheMeasurements) {
+  absl::StatusOr<CalibratedRates> r = FitRates(FakeMeasurements());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_NEAR(r->local_gbps, 2000, 1e-6);
+  EXPECT_NEAR(r->local_latency_us, 8, 1e-9);
+  EXPECT_NEAR(r->memory_gbps, 4000, 1e-6);  // 2 x the 2-stream aggregate of 2000 payload
+  EXPECT_NEAR(r->reduce_gbps, 3000, 1e-6);
+  EXPECT_NEAR(r->kernel_overhead_us, 3, 1e-9);
+  EXPECT_DOUBLE_EQ(r->flag_latency_us, 1.5);  // hop 4.5 - kernel overhead 3
+  EXPECT_EQ(r->copy_engines, 3);
+}
+
+TEST(CalibrationTest, WrittenYamlLoadsWithTheTopologyLoader) {
+  absl::StatusOr<std::string> yaml = CalibrationYaml(FakeMeasurements(), /*ranks_per_gpu=*/8);
+  ASSERT_TRUE(yaml.ok()) << yaml.status();
+  EXPECT_EQ(yaml->rfind("# Calibrated by `dmalab calibrate --gpus=1 --ranks=4 --out=t.yaml`\n"
+                        "# at 2025-01-31T12:00:00Z on one NVIDIA H200 (132 SMs, 3 async copy "
+                        "engines;",
+                        0),
+            0u)
+      << *yaml;
+  absl::StatusOr<Topology> t = ParseTopology(*yaml, "calibrated.yaml");
+  ASSERT_TRUE(t.ok()) << t.status() << "\n" << *yaml;
+  EXPECT_EQ(t->name, "calibrated_nvidia_h200");
+  EXPECT_EQ(t->gpus, 1);
+  EXPECT_EQ(t->max_ranks(), 8);
+  EXPECT_EQ(t->copy_engines, 3);
+  EXPECT_NEAR(t->memory_gbps, 4000, 1e-3);
+  EXPECT_NEAR(t->local.gbps, 2000, 1e-3);
+  EXPECT_NEAR(t->local.latency_us, 8, 1e-5);
+  EXPECT_TRUE(t->local.efficiency.empty());
+  EXPECT_NEAR(t->reduce_gbps, 3000, 1e-3);
+  EXPECT_NEAR(t->kernel_overhead_us, 3, 1e-5);
+  EXPECT_DOUBLE_EQ(t->kernel_launch_us, 2.75);
+  EXPECT_DOUBLE_EQ(t->copy_launch_us, 2.25);
+  EXPECT_DOUBLE_EQ(t->event_us, 0.75);
+  EXPECT_DOUBLE_EQ(t->flag_latency_us, 1.5);
+}
+
+TEST(CalibrationTest, MissingSamplesAreNamed) {
+  CalibrationMeasurements m = FakeMeasurements();
+  m.reduces.resize(1);
+  EXPECT_EQ(FitRates(m).status().message(),
+            "calibration: reduces: fit: 1 points with fewer than two distinct x");
+  m = FakeMeasurements();
+  m.flag_hop_us = 0;
+  EXPECT_EQ(FitRates(m).status().message(), "calibration: flag hop is 0 us; must be > 0");
+}
+
+// Kernel launches are cheap here so that the eager flag ping-pong is paced by the device.
+constexpr char kSimGpu[] = R"(name: sim_gpu
+gpus: 1
+ranks_per_gpu: 4
+copy_engines: 4
+memory_gbps: 1600
+links:
+  local: {gbps: 800, latency_us: 6}
+kernel: {launch_us: 0.5, overhead_us: 2.5, reduce_gbps: 1200}
+flag: {latency_us: 1.25}
+host: {copy_us: 1.5, event_us: 0.25}
+)";
+
+TEST(CalibrationTest, MeasuringTheSimulatorRecoversItsTopology) {
+  const Topology topology = *ParseTopology(kSimGpu, "sim_gpu.yaml");
+  SimDevice device(4, /*seed=*/3);
+  ASSERT_TRUE(device.SetTopology(&topology).ok());
+  CalibrationPlan plan;
+  plan.copy_bytes = {4096, 64 << 10, 1 << 20, 16 << 20};
+  plan.concurrency = {1, 2};
+  plan.reduce_bytes = {4096, 256 << 10, 1 << 20};
+  plan.iters = 2;
+  // The simulator moves real bytes: few rounds, but enough of the small ones that the first
+  // call's enqueue cost, which the host pays once per sample, is amortized.
+  plan.bytes_per_sample = 16 << 20;
+  plan.max_rounds = 200;
+  plan.warmup = 1;
+  plan.enqueue_calls = 8;
+  plan.flag_round_trips = 64;
+  absl::StatusOr<CalibrationMeasurements> m = MeasureCalibration(
+      device, [&] { return device.now_us(); }, plan);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_FALSE(m->flag_in_graph);
+  m->copy_engines = topology.copy_engines;
+  absl::StatusOr<CalibratedRates> r = FitRates(*m);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_NEAR(r->local_gbps, 800, 8);
+  EXPECT_NEAR(r->local_latency_us, 6, 0.1);
+  EXPECT_NEAR(r->memory_gbps, 1600, 16);
+  EXPECT_NEAR(r->reduce_gbps, 1200, 12);
+  EXPECT_NEAR(r->kernel_overhead_us, 2.5, 0.1);
+  EXPECT_DOUBLE_EQ(r->copy_launch_us, 1.5);
+  EXPECT_DOUBLE_EQ(r->kernel_launch_us, 0.5);
+  EXPECT_DOUBLE_EQ(r->event_us, 0.25);
+  EXPECT_NEAR(r->flag_latency_us, 1.25, 0.1);
+  EXPECT_TRUE(device.findings().empty()) << device.findings().ToString();
+}
+
+}  // namespace
+}  // namespace dmalab

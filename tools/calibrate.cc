@@ -1,0 +1,257 @@
+#include "tools/calibrate.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <functional>
+
+#include "absl/strings/str_format.h"
+#include "sim/topology.h"
+#include "tools/hw_backend.h"
+
+namespace dmalab {
+namespace {
+
+#define CAL_ASSIGN_OR_RETURN(lhs, expr) \
+  auto lhs##_or = (expr);               \
+  if (!lhs##_or.ok()) return lhs##_or.status();
+
+int RoundsFor(const CalibrationPlan& plan, uint64_t bytes) {
+  const uint64_t rounds = plan.bytes_per_sample / std::max<uint64_t>(bytes, 1);
+  const uint64_t most = std::max(plan.iters, plan.max_rounds);
+  return static_cast<int>(std::clamp<uint64_t>(rounds, plan.iters, most));
+}
+
+// The device time of one round of `call`: runs of n and 2n rounds are timed and the difference
+// is divided by n, so what every run pays once (the first enqueue before the device starts, the
+// synchronizations) cancels out.
+absl::StatusOr<double> RoundUs(Device& device, const DeviceClock& clock,
+                               const CalibrationPlan& plan, int rounds,
+                               const std::function<absl::Status()>& call) {
+  absl::StatusOr<double> once = TimePerCallUs(device, clock, plan.warmup, rounds, call);
+  if (!once.ok()) return once.status();
+  absl::StatusOr<double> twice = TimePerCallUs(device, clock, 0, 2 * rounds, call);
+  if (!twice.ok()) return twice.status();
+  return (2 * rounds * *twice - rounds * *once) / rounds;
+}
+
+// Buffers and streams of one measurement, freed on destruction.
+class Scratch {
+ public:
+  explicit Scratch(Device& device) : device_(device) {}
+  ~Scratch() {
+    (void)device_.Synchronize();
+    for (const MemRef& m : mems_) (void)device_.Free(m);
+  }
+  absl::StatusOr<MemRef> Zeroed(int rank, uint64_t bytes, std::string_view tag) {
+    absl::StatusOr<MemRef> m = device_.Allocate(rank, bytes, tag);
+    if (!m.ok()) return m.status();
+    mems_.push_back(*m);
+    if (absl::Status s = device_.Write(*m, std::vector<uint8_t>(bytes, 0)); !s.ok()) return s;
+    return *m;
+  }
+
+ private:
+  Device& device_;
+  std::vector<MemRef> mems_;
+};
+
+absl::Status MeasureCopies(Device& device, const DeviceClock& clock, const CalibrationPlan& plan,
+                           CalibrationMeasurements& m) {
+  const int streams = *std::max_element(plan.concurrency.begin(), plan.concurrency.end());
+  const uint64_t max_bytes = *std::max_element(plan.copy_bytes.begin(), plan.copy_bytes.end());
+  Scratch scratch(device);
+  std::vector<MemRef> src, dst;
+  std::vector<StreamId> stream;
+  for (int r = 0; r < streams; ++r) {
+    CAL_ASSIGN_OR_RETURN(s, scratch.Zeroed(r, max_bytes, "calibrate copy source"));
+    CAL_ASSIGN_OR_RETURN(d, scratch.Zeroed(r, max_bytes, "calibrate copy destination"));
+    CAL_ASSIGN_OR_RETURN(id, device.CreateStream(r, StreamKind::kCopy, "calibrate copy"));
+    src.push_back(*s_or);
+    dst.push_back(*d_or);
+    stream.push_back(*id_or);
+  }
+  for (uint64_t bytes : plan.copy_bytes) {
+    for (int c : plan.concurrency) {
+      absl::StatusOr<double> us = RoundUs(device, clock, plan, RoundsFor(plan, bytes * c), [&] {
+        for (int r = 0; r < c; ++r) {
+          if (absl::Status s = device.Copy(stream[r], dst[r].Slice(0, bytes),
+                                           src[r].Slice(0, bytes), "calibrate copy");
+              !s.ok()) {
+            return s;
+          }
+        }
+        return absl::OkStatus();
+      });
+      if (!us.ok()) return us.status();
+      m.copies.push_back(CopySample{bytes, c, *us});
+    }
+  }
+  CAL_ASSIGN_OR_RETURN(copy_us, EnqueueCostUs(device, clock, plan.enqueue_calls, [&] {
+                         return device.Copy(stream[0], dst[0].Slice(0, 4096), src[0].Slice(0, 4096),
+                                            "calibrate enqueue");
+                       }));
+  m.copy_enqueue_us = *copy_us_or;
+  return absl::OkStatus();
+}
+
+absl::Status MeasureKernels(Device& device, const DeviceClock& clock, const CalibrationPlan& plan,
+                            CalibrationMeasurements& m) {
+  const uint64_t max_bytes = *std::max_element(plan.reduce_bytes.begin(), plan.reduce_bytes.end());
+  Scratch scratch(device);
+  CAL_ASSIGN_OR_RETURN(a, scratch.Zeroed(0, max_bytes, "calibrate reduce a"));
+  CAL_ASSIGN_OR_RETURN(b, scratch.Zeroed(0, max_bytes, "calibrate reduce b"));
+  CAL_ASSIGN_OR_RETURN(c, scratch.Zeroed(0, max_bytes, "calibrate reduce c"));
+  const StreamId compute = device.ComputeStream(0);
+  const auto reduce = [&](uint64_t bytes) {
+    const Operand terms[] = {{a_or->Slice(0, bytes)}, {b_or->Slice(0, bytes)}};
+    return device.Reduce(compute, DType::kBF16, Operand{c_or->Slice(0, bytes)}, terms,
+                         static_cast<int64_t>(bytes / 2), "calibrate reduce");
+  };
+  for (uint64_t bytes : plan.reduce_bytes) {
+    absl::StatusOr<double> us =
+        RoundUs(device, clock, plan, RoundsFor(plan, 3 * bytes), [&] { return reduce(bytes); });
+    if (!us.ok()) return us.status();
+    m.reduces.push_back(ReduceSample{bytes, *us});
+  }
+  CAL_ASSIGN_OR_RETURN(
+      kernel_us, EnqueueCostUs(device, clock, plan.enqueue_calls, [&] { return reduce(512); }));
+  m.kernel_enqueue_us = *kernel_us_or;
+
+  CAL_ASSIGN_OR_RETURN(event, device.CreateEvent(0));
+  CAL_ASSIGN_OR_RETURN(record_us, EnqueueCostUs(device, clock, plan.enqueue_calls, [&] {
+                         return device.RecordEvent(*event_or, compute);
+                       }));
+  CAL_ASSIGN_OR_RETURN(wait_us, EnqueueCostUs(device, clock, plan.enqueue_calls, [&] {
+                         return device.WaitEvent(compute, *event_or);
+                       }));
+  m.event_enqueue_us = (*record_us_or + *wait_us_or) / 2;
+  return absl::OkStatus();
+}
+
+// Rank 0 signals rank 1 and waits for its answer, `plan.flag_round_trips` times; one hop is a
+// signal until the peer's wait returns. Captured into a graph where the device has graphs, so
+// that host launch costs do not pace the hops.
+absl::Status MeasureFlagHop(Device& device, const DeviceClock& clock, const CalibrationPlan& plan,
+                            CalibrationMeasurements& m) {
+  Scratch scratch(device);
+  MemRef words[2];  // per rank: counter, expected, flag (uint64 each)
+  StreamId stream[2];
+  for (int r = 0; r < 2; ++r) {
+    CAL_ASSIGN_OR_RETURN(w, scratch.Zeroed(r, 24, "calibrate flags"));
+    CAL_ASSIGN_OR_RETURN(s, device.CreateStream(r, StreamKind::kFlag, "calibrate flag"));
+    words[r] = *w_or;
+    stream[r] = *s_or;
+  }
+  const auto counter = [&](int r) { return words[r].Slice(0, 8); };
+  const auto expected = [&](int r) { return words[r].Slice(8, 8); };
+  const auto flag = [&](int r) { return words[r].Slice(16, 8); };
+  const auto ping_pong = [&]() -> absl::Status {
+    for (int i = 0; i < plan.flag_round_trips; ++i) {
+      for (absl::Status s : {device.SignalFlag(stream[0], counter(0), flag(1), "ping"),
+                             device.WaitFlag(stream[1], expected(1), flag(1), "ping wait"),
+                             device.SignalFlag(stream[1], counter(1), flag(0), "pong"),
+                             device.WaitFlag(stream[0], expected(0), flag(0), "pong wait")}) {
+        if (!s.ok()) return s;
+      }
+    }
+    return absl::OkStatus();
+  };
+  std::function<absl::Status()> call = ping_pong;
+  m.flag_in_graph = device.SupportsGraphs();
+  if (m.flag_in_graph) {
+    CAL_ASSIGN_OR_RETURN(graph, device.CaptureGraph(ping_pong));
+    call = [&device, id = *graph_or] { return device.LaunchGraph(id); };
+  }
+  CAL_ASSIGN_OR_RETURN(us, RoundUs(device, clock, plan, std::max(plan.iters / 4, 2), call));
+  m.flag_hop_us = *us_or / (2.0 * plan.flag_round_trips);
+  return absl::OkStatus();
+}
+
+std::string UtcNow() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
+}
+
+int Fail(const absl::Status& s) {
+  std::fprintf(stderr, "dmalab calibrate: %s\n", std::string(s.message()).c_str());
+  return 2;
+}
+
+}  // namespace
+
+CalibrationPlan DefaultCalibrationPlan() {
+  CalibrationPlan plan;
+  for (uint64_t b = 4096; b <= (1ull << 30); b *= 4) plan.copy_bytes.push_back(b);
+  plan.reduce_bytes = {4096, 1ull << 20, 16ull << 20, 256ull << 20, 1ull << 30};
+  return plan;
+}
+
+absl::StatusOr<CalibrationMeasurements> MeasureCalibration(Device& device, const DeviceClock& clock,
+                                                           const CalibrationPlan& plan) {
+  if (plan.copy_bytes.empty() || plan.concurrency.empty() || plan.reduce_bytes.empty()) {
+    return absl::InvalidArgumentError(
+        "calibrate: the plan has no copy, concurrency or reduce sizes");
+  }
+  const int streams = *std::max_element(plan.concurrency.begin(), plan.concurrency.end());
+  if (device.world_size() < std::max(streams, 2)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "calibrate: the device has %d ranks; %d concurrent copies and the flag ping-pong need %d",
+        device.world_size(), streams, std::max(streams, 2)));
+  }
+  CalibrationMeasurements m;
+  m.ranks = device.world_size();
+  m.when_utc = UtcNow();
+  if (absl::Status s = MeasureCopies(device, clock, plan, m); !s.ok()) return s;
+  if (absl::Status s = MeasureKernels(device, clock, plan, m); !s.ok()) return s;
+  if (absl::Status s = MeasureFlagHop(device, clock, plan, m); !s.ok()) return s;
+  return m;
+}
+
+int RunCalibrateCommand(const CalibrateCommand& c) {
+  if (c.gpus != 1) {
+    return Fail(absl::InvalidArgumentError(absl::StrFormat(
+        "--gpus is %d; calibrate measures one GPU (same-GPU copies, virtual ranks): use --gpus=1",
+        c.gpus)));
+  }
+  if (c.ranks < 4 || c.ranks > 8) {
+    return Fail(absl::InvalidArgumentError(absl::StrFormat(
+        "--ranks is %d; must be in [4, 8]: 4 concurrent copies need 4 ranks' streams", c.ranks)));
+  }
+  if (c.out.empty()) return Fail(absl::InvalidArgumentError("--out=FILE.yaml is required"));
+  absl::StatusOr<std::unique_ptr<Device>> device = CreateHwDevice(c.ranks, c.gpus);
+  if (!device.ok()) return Fail(device.status());
+  absl::StatusOr<GpuProperties> gpu = HwGpuProperties(0);
+  if (!gpu.ok()) return Fail(gpu.status());
+  std::fprintf(stderr, "dmalab calibrate: measuring %s (takes about a minute)\n",
+               gpu->name.c_str());
+  absl::StatusOr<CalibrationMeasurements> m =
+      MeasureCalibration(**device, WallClock(), DefaultCalibrationPlan());
+  if (!m.ok()) return Fail(m.status());
+  m->gpu_name = gpu->name;
+  m->copy_engines = gpu->copy_engines;
+  m->sms = gpu->sms;
+  m->cuda_runtime = gpu->cuda_runtime;
+  m->cuda_driver = gpu->cuda_driver;
+  m->command = c.command_line;
+  absl::StatusOr<std::string> yaml = CalibrationYaml(*m, /*ranks_per_gpu=*/8);
+  if (!yaml.ok()) return Fail(yaml.status());
+  if (absl::StatusOr<Topology> t = ParseTopology(*yaml, c.out); !t.ok()) {
+    return Fail(absl::InternalError(
+        absl::StrFormat("the written topology does not load: %s", t.status().message())));
+  }
+  std::ofstream out(c.out, std::ios::binary);
+  out << *yaml;
+  out.close();
+  if (!out) return Fail(absl::UnavailableError(absl::StrFormat("cannot write '%s'", c.out)));
+  std::fputs(yaml->c_str(), stdout);
+  std::fprintf(stderr, "dmalab calibrate: wrote %s\n", c.out.c_str());
+  return 0;
+}
+
+}  // namespace dmalab

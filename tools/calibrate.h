@@ -1,0 +1,53 @@
+// `dmalab calibrate`: measures a GPU's rates through the Device interface and writes a topology
+// YAML for the simulator's timing model (tools/calibration.h writes it). MeasureCalibration works
+// on any Device, so the simulator can check it recovers a topology it was given.
+#ifndef DMALAB_TOOLS_CALIBRATE_H_
+#define DMALAB_TOOLS_CALIBRATE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/device.h"
+#include "tools/calibration.h"
+#include "tools/device_timer.h"
+
+namespace dmalab {
+
+struct CalibrationPlan {
+  std::vector<uint64_t> copy_bytes;          // default: 4 KiB .. 1 GiB, x4
+  std::vector<int> concurrency = {1, 2, 4};  // copies at once, each on its own rank's stream
+  std::vector<uint64_t> reduce_bytes;        // per operand; default: 4 KiB, 1, 16, 256 MiB, 1 GiB
+  int iters = 20;  // timed rounds per sample, at least
+  // Small samples run more rounds: enough to move bytes_per_sample, up to max_rounds.
+  uint64_t bytes_per_sample = 256ull << 20;
+  int max_rounds = 2000;
+  int warmup = 3;
+  int enqueue_calls = 256;     // calls per host-cost measurement
+  int flag_round_trips = 200;  // ping-pongs per flag measurement
+};
+
+// The plan `dmalab calibrate` runs.
+CalibrationPlan DefaultCalibrationPlan();
+
+// Measures the copies, reduces, host costs and flag hop of `plan` on rank 0's GPU of `device`
+// (copies of concurrency c use ranks 0..c-1, so the device needs max(concurrency) ranks, and
+// at least 2). Fills copies, reduces and the host and flag numbers; not the GPU's description.
+absl::StatusOr<CalibrationMeasurements> MeasureCalibration(Device& device, const DeviceClock& clock,
+                                                           const CalibrationPlan& plan);
+
+struct CalibrateCommand {
+  int gpus = 1;
+  int ranks = 4;
+  std::string out;           // the YAML path
+  std::string command_line;  // recorded in the file's header
+};
+
+// `dmalab calibrate` on the hardware backend; writes `out`, re-reads it with the topology
+// loader and prints the fitted rates. Exit status 0, or 2 on bad input or an error.
+int RunCalibrateCommand(const CalibrateCommand& command);
+
+}  // namespace dmalab
+
+#endif  // DMALAB_TOOLS_CALIBRATE_H_

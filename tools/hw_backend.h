@@ -1,0 +1,31 @@
+// The hardware backend as the tools see it: a CudaDevice behind the Device interface, and the
+// GPU's properties. Built from hw_backend_cuda.cc when the CUDA backend is, and from
+// hw_backend_none.cc (every call Unavailable) otherwise, so the tools never test for CUDA.
+#ifndef DMALAB_TOOLS_HW_BACKEND_H_
+#define DMALAB_TOOLS_HW_BACKEND_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/device.h"
+
+namespace dmalab {
+
+// What calibration records about a GPU.
+struct GpuProperties {
+  std::string name;      // e.g. "NVIDIA H200"
+  int copy_engines = 0;  // cudaDeviceProp::asyncEngineCount
+  int sms = 0;
+  int cuda_runtime = 0;  // cudaRuntimeGetVersion, e.g. 13000
+  int cuda_driver = 0;   // cudaDriverGetVersion
+};
+
+// CudaDevice::Create(world, gpus).
+absl::StatusOr<std::unique_ptr<Device>> CreateHwDevice(int world, int gpus);
+// Properties of CUDA device `ordinal`.
+absl::StatusOr<GpuProperties> HwGpuProperties(int ordinal);
+
+}  // namespace dmalab
+
+#endif  // DMALAB_TOOLS_HW_BACKEND_H_

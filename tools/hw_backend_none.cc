@@ -1,0 +1,16 @@
+// This build has no CUDA backend (no CUDA toolkit was found, or DMALAB_CUDA is off).
+#include "tools/hw_backend.h"
+
+namespace dmalab {
+
+absl::StatusOr<std::unique_ptr<Device>> CreateHwDevice(int, int) {
+  return absl::UnavailableError(
+      "backend hw: this dmalab was built without the CUDA backend (no CUDA toolkit found)");
+}
+
+absl::StatusOr<GpuProperties> HwGpuProperties(int) {
+  return absl::UnavailableError(
+      "backend hw: this dmalab was built without the CUDA backend (no CUDA toolkit found)");
+}
+
+}  // namespace dmalab

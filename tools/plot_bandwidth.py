@@ -1,0 +1,115 @@
+#!/usr/bin/python3
+"""Plots `dmalab sweep` CSVs: bus bandwidth and time against size (docs/bandwidth.md).
+
+usage: /usr/bin/python3 tools/plot_bandwidth.py MEASURED.csv [MEASURED.csv ...]
+           [--sim LABEL=SIM.csv] [--baseline LABEL=BASE.csv] [--title TEXT] --out PREFIX
+
+Each measured CSV adds its out-of-place busbw and its speed of light (busbw a ring of sol_us
+would reach). --sim adds a simulator sweep's out-of-place busbw as the prediction. --baseline
+adds any CSV with a size column (size_bytes or size) and a busbw column (oop_busbw_gbps,
+busbw_gbps or busbw) and optionally a time column (oop_time_us, time_us or time); a column
+named nccl_busbw_gbps in a measured CSV is plotted as an NCCL line too. Writes PREFIX.png and
+PREFIX.svg: busbw against size (log x), and time against size (log-log).
+"""
+import argparse
+import csv
+import os
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+SIZE_COLUMNS = ("size_bytes", "size")
+BUSBW_COLUMNS = ("oop_busbw_gbps", "busbw_gbps", "busbw")
+TIME_COLUMNS = ("oop_time_us", "time_us", "time")
+
+
+def read_rows(path):
+    with open(path, newline="") as f:
+        return [row for row in csv.DictReader(f) if row]
+
+
+def column(rows, names, path, required=True):
+    """The first of `names` present in the CSV, as floats (None for empty cells)."""
+    for name in names:
+        if rows and name in rows[0]:
+            return [float(r[name]) if r[name] not in ("", None) else None for r in rows]
+    if required:
+        sys.exit("plot_bandwidth: %s has none of the columns %s" % (path, ", ".join(names)))
+    return None
+
+
+def labelled(spec):
+    label, sep, path = spec.partition("=")
+    if not sep:
+        label, path = os.path.splitext(os.path.basename(spec))[0], spec
+    return label, path
+
+
+def size_label(x, _pos=None):
+    for unit, div in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if x >= div:
+            return "%g%s" % (x / div, unit)
+    return "%g" % x
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("measured", nargs="+", help="dmalab sweep CSVs (hw or sim)")
+    p.add_argument("--sim", action="append", default=[], help="LABEL=CSV: simulator prediction")
+    p.add_argument("--baseline", action="append", default=[], help="LABEL=CSV: e.g. NCCL")
+    p.add_argument("--title", default="DMA ring all-reduce")
+    p.add_argument("--out", required=True, help="output prefix: writes PREFIX.png, PREFIX.svg")
+    a = p.parse_args()
+
+    fig, (bw_ax, t_ax) = plt.subplots(1, 2, figsize=(13, 5))
+    lines = []  # (label, sizes, busbw, time, style)
+    for spec in a.measured:
+        label, path = labelled(spec)
+        rows = read_rows(path)
+        sizes = column(rows, SIZE_COLUMNS, path)
+        lines.append((label, sizes, column(rows, BUSBW_COLUMNS, path),
+                      column(rows, TIME_COLUMNS, path), "o-"))
+        sol_bw = column(rows, ("sol_busbw_gbps",), path, required=False)
+        if sol_bw:
+            lines.append((label + " speed of light", sizes, sol_bw,
+                          column(rows, ("sol_us",), path, required=False), "k--"))
+        nccl = column(rows, ("nccl_busbw_gbps",), path, required=False)
+        if nccl:
+            lines.append((label + " NCCL", sizes, nccl,
+                          column(rows, ("nccl_time_us",), path, required=False), "s-"))
+    for spec, style in [(s, "^:") for s in a.sim] + [(s, "s-.") for s in a.baseline]:
+        label, path = labelled(spec)
+        rows = read_rows(path)
+        lines.append((label, column(rows, SIZE_COLUMNS, path), column(rows, BUSBW_COLUMNS, path),
+                      column(rows, TIME_COLUMNS, path, required=False), style))
+
+    for label, sizes, busbw, time, style in lines:
+        pts = [(s, b) for s, b in zip(sizes, busbw) if b is not None]
+        bw_ax.plot([s for s, _ in pts], [b for _, b in pts], style, label=label, markersize=4)
+        if time:
+            pts = [(s, t) for s, t in zip(sizes, time) if t is not None]
+            t_ax.plot([s for s, _ in pts], [t for _, t in pts], style, label=label, markersize=4)
+    bw_ax.set_xscale("log", base=2)
+    bw_ax.set_ylabel("bus bandwidth (GB/s)")
+    bw_ax.set_ylim(bottom=0)
+    t_ax.set_xscale("log", base=2)
+    t_ax.set_yscale("log")
+    t_ax.set_ylabel("time per all-reduce (us)")
+    for ax in (bw_ax, t_ax):
+        ax.set_xlabel("size (bytes)")
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(size_label))
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    bw_ax.set_title(a.title + ": busbw")
+    t_ax.set_title(a.title + ": time")
+    fig.tight_layout()
+    for ext in ("png", "svg"):
+        fig.savefig("%s.%s" % (a.out, ext), dpi=120)
+    print("plot_bandwidth: wrote %s.png and %s.svg" % (a.out, a.out))
+
+
+if __name__ == "__main__":
+    main()

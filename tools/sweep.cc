@@ -1,0 +1,254 @@
+#include "tools/sweep.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "common/dma_all_reduce.h"
+#include "common/ring_planner.h"
+#include "sim/predict.h"
+#include "tools/speed_of_light.h"
+
+namespace dmalab {
+namespace {
+
+// Rank r's input element i: a small integer that depends on i only through i % kPeriod, so
+// every sum is exact in every dtype and the expected value is a table lookup.
+constexpr int64_t kPeriod = 17;
+int64_t InputValue(int rank, int64_t i) { return (i * 7 + rank * 13) % kPeriod - 8; }
+
+// Per-rank buffers sized for the largest tensor; every size uses their prefixes.
+struct SweepBuffers {
+  std::vector<MemRef> input, output, in_place;
+};
+
+absl::StatusOr<SweepBuffers> AllocateBuffers(Device& device, uint64_t bytes) {
+  SweepBuffers b;
+  const std::vector<uint8_t> zeros(bytes, 0);
+  for (int r = 0; r < device.world_size(); ++r) {
+    const std::pair<std::vector<MemRef>*, const char*> lists[] = {
+        {&b.input, "sweep input"}, {&b.output, "sweep output"}, {&b.in_place, "sweep in-place"}};
+    for (const auto& [list, tag] : lists) {
+      absl::StatusOr<MemRef> m = device.Allocate(r, bytes, tag);
+      if (!m.ok()) return m.status();
+      if (absl::Status s = device.Write(*m, zeros); !s.ok()) return s;
+      list->push_back(*m);
+    }
+  }
+  return b;
+}
+
+void FreeBuffers(Device& device, const SweepBuffers& b) {
+  (void)device.Synchronize();
+  for (const auto* list : {&b.input, &b.output, &b.in_place}) {
+    for (const MemRef& m : *list) (void)device.Free(m);
+  }
+}
+
+std::vector<TensorView> Views(const std::vector<MemRef>& mems, DType dtype, int64_t count) {
+  std::vector<TensorView> views;
+  const uint64_t bytes = static_cast<uint64_t>(count) * DTypeBytes(dtype);
+  for (const MemRef& m : mems) views.push_back(TensorView{m.Slice(0, bytes), dtype, {count}, true});
+  return views;
+}
+
+// Fills every rank's view with the pattern InputValue(rank, i), or with zeros.
+absl::Status WriteInputs(Device& device, absl::Span<const TensorView> views, bool zeros) {
+  for (const TensorView& v : views) {
+    std::vector<uint8_t> bytes(v.bytes(), 0);
+    if (!zeros) {
+      const int esize = DTypeBytes(v.dtype);
+      uint8_t period[kPeriod * 4];
+      for (int64_t k = 0; k < kPeriod; ++k) {
+        StoreFromFloat(v.dtype, period, k, static_cast<float>(InputValue(v.rank(), k)));
+      }
+      for (int64_t i = 0; i < v.elems(); ++i) {
+        std::memcpy(bytes.data() + i * esize, period + (i % kPeriod) * esize, esize);
+      }
+    }
+    if (absl::Status s = device.Write(v.mem, bytes); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+// Writes the integer inputs into `ins`, runs one all-reduce into `outs` and counts wrong (and,
+// for compressed wires, rounded) elements as SweepTiming documents.
+absl::Status Check(Device& device, DmaAllReduce& ar, absl::Span<const TensorView> ins,
+                   absl::Span<const TensorView> outs, WireMode wire, SweepTiming& timing) {
+  const int world = device.world_size();
+  if (absl::Status s = WriteInputs(device, ins, /*zeros=*/false); !s.ok()) return s;
+  if (absl::Status s = ar.AllReduce(ins, outs); !s.ok()) return s;
+  if (absl::Status s = device.Synchronize(); !s.ok()) return s;
+  float expected[kPeriod];
+  for (int64_t k = 0; k < kPeriod; ++k) {
+    int64_t sum = 0;
+    for (int r = 0; r < world; ++r) sum += InputValue(r, k);
+    expected[k] = static_cast<float>(sum);
+  }
+  const DType dtype = outs[0].dtype;
+  const int64_t n = outs[0].elems();
+  const int esize = DTypeBytes(dtype);
+  int64_t off_sum = 0, off_rank0 = 0;
+  std::vector<uint8_t> rank0(outs[0].bytes()), got(outs[0].bytes());
+  for (int r = 0; r < world; ++r) {
+    std::vector<uint8_t>& bytes = r == 0 ? rank0 : got;
+    if (absl::Status s = device.Read(outs[r].mem, absl::MakeSpan(bytes)); !s.ok()) return s;
+    for (int64_t i = 0; i < n; ++i) {
+      off_sum += LoadAsFloat(dtype, bytes.data(), i) != expected[i % kPeriod];
+      if (r > 0) {
+        off_rank0 += std::memcmp(bytes.data() + i * esize, rank0.data() + i * esize, esize) != 0;
+      }
+    }
+  }
+  if (wire == WireMode::kNative) {
+    timing.wrong = off_sum;
+  } else {
+    timing.wrong = off_rank0;
+    timing.rounded = off_sum;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<uint64_t> ParseByteSize(std::string_view text) {
+  const auto bad = [&] {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "size '%s' is not a positive whole number of bytes with an optional K, M or G suffix",
+        std::string(text)));
+  };
+  if (text.empty()) return bad();
+  int shift = 0;
+  switch (text.back()) {
+    case 'K':
+    case 'k':
+      shift = 10;
+      break;
+    case 'M':
+    case 'm':
+      shift = 20;
+      break;
+    case 'G':
+    case 'g':
+      shift = 30;
+      break;
+    default:
+      break;
+  }
+  std::string_view digits = shift ? text.substr(0, text.size() - 1) : text;
+  if (digits.empty() || digits.size() > 12) return bad();
+  uint64_t v = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return bad();
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  if (v == 0) return bad();
+  return v << shift;
+}
+
+absl::StatusOr<std::vector<int64_t>> SweepCounts(const SweepOptions& o, int world) {
+  if (o.min_bytes == 0 || o.min_bytes > o.max_bytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "sweep: -b is %d bytes and -e %d; need 0 < b <= e", o.min_bytes, o.max_bytes));
+  }
+  if (o.factor < 2) {
+    return absl::InvalidArgumentError(absl::StrFormat("sweep: -f is %d; must be >= 2", o.factor));
+  }
+  const int64_t granule = world * (o.wire == WireMode::kNative ? 8 : kCodecBlockElems);
+  std::vector<int64_t> counts;
+  for (uint64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= o.factor) {
+    const int64_t count = static_cast<int64_t>(bytes / DTypeBytes(o.dtype)) / granule * granule;
+    if (count > 0 && (counts.empty() || counts.back() != count)) counts.push_back(count);
+    if (bytes > o.max_bytes / o.factor) break;  // the next size would overflow or exceed e
+  }
+  if (counts.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("sweep: no size in [%d, %d] bytes holds a multiple of %d %s elements",
+                        o.min_bytes, o.max_bytes, granule, DTypeName(o.dtype)));
+  }
+  if (absl::Status s = CheckWireApplies(o.wire, world, counts.front(), o.dtype); !s.ok()) return s;
+  return counts;
+}
+
+absl::StatusOr<std::vector<SweepRow>> RunSweep(Device& device, const DeviceClock& clock,
+                                               const SweepOptions& o,
+                                               const SweepObserver& observer) {
+  const int world = device.world_size();
+  absl::StatusOr<std::vector<int64_t>> counts = SweepCounts(o, world);
+  if (!counts.ok()) return counts.status();
+  if (o.graph && o.warmup < 1) {
+    return absl::InvalidArgumentError(
+        "sweep: -G needs -w >= 1, so that the graph is captured outside the timed calls");
+  }
+  const uint64_t max_bytes = static_cast<uint64_t>(counts->back()) * DTypeBytes(o.dtype);
+  DmaAllReduceOptions ar_options;
+  ar_options.max_bytes = max_bytes;
+  ar_options.wire = o.wire;
+  ar_options.pieces = o.pieces;
+  ar_options.graph_cache = o.graph;
+  absl::StatusOr<std::unique_ptr<DmaAllReduce>> ar = DmaAllReduce::Create(&device, ar_options);
+  if (!ar.ok()) return ar.status();
+  absl::StatusOr<std::unique_ptr<SpeedOfLight>> sol = SpeedOfLight::Create(&device, max_bytes);
+  if (!sol.ok()) return sol.status();
+  absl::StatusOr<SweepBuffers> buffers = AllocateBuffers(device, max_bytes);
+  if (!buffers.ok()) return buffers.status();
+
+  std::vector<SweepRow> rows;
+  absl::Status status;
+  const int total = static_cast<int>(counts->size());
+  const auto progress = [&](int index, uint64_t bytes, std::string_view phase) {
+    if (observer.progress) observer.progress(index, total, bytes, phase);
+  };
+  for (int index = 0; index < total && status.ok(); ++index) {
+    SweepRow row;
+    row.count = (*counts)[index];
+    row.bytes = static_cast<uint64_t>(row.count) * DTypeBytes(o.dtype);
+    row.dtype = o.dtype;
+    row.wire = o.wire;
+    const std::vector<TensorView> ins = Views(buffers->input, o.dtype, row.count);
+    const std::vector<TensorView> outs = Views(buffers->output, o.dtype, row.count);
+    const std::vector<TensorView> in_place = Views(buffers->in_place, o.dtype, row.count);
+    const auto measure = [&](absl::Span<const TensorView> in, absl::Span<const TensorView> out,
+                             SweepTiming& t) -> absl::Status {
+      absl::StatusOr<double> us = TimePerCallUs(device, clock, o.warmup, o.iters,
+                                                [&] { return (*ar)->AllReduce(in, out); });
+      if (!us.ok()) return us.status();
+      t.time_us = *us;
+      t.algbw_gbps = static_cast<double>(row.bytes) / (*us * 1e3);
+      t.busbw_gbps = AllReduceBusGbps(row.bytes, world, *us);
+      return absl::OkStatus();
+    };
+    progress(index, row.bytes, "out-of-place");
+    status = measure(ins, outs, row.out_of_place);
+    if (!status.ok()) break;
+    progress(index, row.bytes, "in-place");
+    // A check of the previous size left sums in the in-place buffer: time zeros again.
+    status = WriteInputs(device, in_place, /*zeros=*/true);
+    if (status.ok()) status = measure(in_place, in_place, row.in_place);
+    if (!status.ok()) break;
+    progress(index, row.bytes, "speed of light");
+    absl::StatusOr<double> sol_us = (*sol)->MeasureUs(row.bytes, clock, o.warmup, o.iters);
+    if (!sol_us.ok()) {
+      status = sol_us.status();
+      break;
+    }
+    row.sol_us = *sol_us;
+    row.sol_busbw_gbps = AllReduceBusGbps(row.bytes, world, *sol_us);
+    row.pct_sol = *sol_us / row.out_of_place.time_us * 100.0;
+    if (o.check) {
+      progress(index, row.bytes, "check");
+      status = Check(device, **ar, ins, outs, o.wire, row.out_of_place);
+      if (status.ok()) status = Check(device, **ar, in_place, in_place, o.wire, row.in_place);
+      if (!status.ok()) break;
+    }
+    if (observer.row) observer.row(row);
+    rows.push_back(row);
+  }
+  FreeBuffers(device, *buffers);
+  if (!status.ok()) return status;
+  return rows;
+}
+
+}  // namespace dmalab

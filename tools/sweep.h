@@ -1,0 +1,102 @@
+// `dmalab sweep`: the DMA ring all-reduce over a range of sizes, timed out of place and in place
+// beside its speed of light (tools/speed_of_light.h), shaped like nccl-tests' all_reduce_perf
+// (DESIGN.md section 7). RunSweep measures on any Device; RunSweepCommand is the command line's
+// entry point (backend choice, table, CSV and JSON files, exit status).
+#ifndef DMALAB_TOOLS_SWEEP_H_
+#define DMALAB_TOOLS_SWEEP_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/device.h"
+#include "common/dtype.h"
+#include "common/wire.h"
+#include "tools/device_timer.h"
+
+namespace dmalab {
+
+struct SweepOptions {
+  uint64_t min_bytes = 1 << 20;   // -b
+  uint64_t max_bytes = 16 << 20;  // -e
+  int factor = 2;                 // -f: each size is the previous one times factor
+  int iters = 20;                 // -n: timed calls per size and mode
+  int warmup = 5;                 // -w: untimed calls before them
+  bool check = true;              // -c: one more call on known inputs, compared with the sum
+  bool graph = false;             // -G: replay a captured graph per call (graph_cache)
+  DType dtype = DType::kBF16;
+  WireMode wire = WireMode::kNative;
+  int pieces = 2;
+};
+
+// One mode (out of place or in place) at one size.
+struct SweepTiming {
+  double time_us = 0;
+  double algbw_gbps = 0;  // bytes / time
+  double busbw_gbps = 0;  // algbw * 2(W-1)/W
+  // Unset without the check. Native wire: elements, over all ranks, that differ from the exact
+  // sum. Compressed wires: elements of ranks 1..W-1 whose bytes differ from rank 0's (every
+  // rank must hold the same result); their rounding is counted in `rounded` instead.
+  std::optional<int64_t> wrong;
+  // Compressed wires with the check: elements, over all ranks, that differ from the exact sum
+  // (the wire's rounding). Unset for the native wire, where any difference is wrong.
+  std::optional<int64_t> rounded;
+};
+
+struct SweepRow {
+  uint64_t bytes = 0;
+  int64_t count = 0;  // elements
+  DType dtype = DType::kBF16;
+  WireMode wire = WireMode::kNative;
+  SweepTiming out_of_place, in_place;
+  double sol_us = 0;          // speed of light for these bytes
+  double sol_busbw_gbps = 0;  // busbw a ring of sol_us would reach
+  double pct_sol = 0;         // sol_us / out-of-place time * 100
+};
+
+// "4096", "64K", "1M", "2G" (binary multiples) to bytes; the error names the text and the rule.
+absl::StatusOr<uint64_t> ParseByteSize(std::string_view text);
+
+// The element counts a sweep visits: min_bytes, min_bytes * factor, ... up to max_bytes, each
+// rounded down to what the all-reduce accepts (a multiple of W*8 elements; W*128 for
+// compressed wires); sizes that round to 0 or repeat are left out.
+absl::StatusOr<std::vector<int64_t>> SweepCounts(const SweepOptions& options, int world);
+
+// Called before each measurement (`phase`: "out-of-place", "in-place", "speed of light",
+// "check") and with each finished row.
+struct SweepObserver {
+  std::function<void(int index, int total, uint64_t bytes, std::string_view phase)> progress;
+  std::function<void(const SweepRow&)> row;
+};
+
+// Runs the sweep on `device`, timing with `clock` (TimePerCallUs). Time inputs are zeros (any
+// finite values time the same and an in-place loop stays finite); the check rewrites small
+// integers per rank, runs one call and reads every rank back.
+absl::StatusOr<std::vector<SweepRow>> RunSweep(Device& device, const DeviceClock& clock,
+                                               const SweepOptions& options,
+                                               const SweepObserver& observer = {});
+
+// The command line's arguments, unparsed.
+struct SweepCommand {
+  std::string b = "1M", e = "16M";
+  int f = 2, n = 20, w = 5, c = 1, graph = 0;
+  std::string dtype = "bf16", wire = "bf16";
+  int pieces = 2;
+  std::string backend = "sim";
+  int ranks = 4, gpus = 1;
+  std::string topology;  // sim: required
+  uint64_t seed = 1;
+  std::string csv, json;  // output paths; empty: none
+};
+
+// `dmalab sweep`: prints the table on stdout and writes the files. Exit status: 0, 1 when a
+// result is wrong (or the simulator's checkers report a finding), 2 on bad input or an error.
+int RunSweepCommand(const SweepCommand& command);
+
+}  // namespace dmalab
+
+#endif  // DMALAB_TOOLS_SWEEP_H_

@@ -1,0 +1,153 @@
+// RunSweepCommand (tools/sweep.h): argument parsing, the backend, the table, the files.
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+
+#include "absl/strings/str_format.h"
+#include "common/ring_planner.h"
+#include "sim/sim_device.h"
+#include "sim/topology.h"
+#include "tools/hw_backend.h"
+#include "tools/sweep.h"
+#include "tools/sweep_report.h"
+
+namespace dmalab {
+namespace {
+
+int Fail(const absl::Status& s) {
+  std::fprintf(stderr, "dmalab sweep: %s\n", std::string(s.message()).c_str());
+  return 2;
+}
+
+absl::Status WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  out.close();
+  if (!out) return absl::UnavailableError(absl::StrFormat("cannot write '%s'", path));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SweepOptions> ParseOptions(const SweepCommand& c) {
+  SweepOptions o;
+  absl::StatusOr<uint64_t> b = ParseByteSize(c.b);
+  if (!b.ok()) return absl::InvalidArgumentError(absl::StrFormat("-b: %s", b.status().message()));
+  absl::StatusOr<uint64_t> e = ParseByteSize(c.e);
+  if (!e.ok()) return absl::InvalidArgumentError(absl::StrFormat("-e: %s", e.status().message()));
+  absl::StatusOr<DType> dtype = ParseDType(c.dtype);
+  if (!dtype.ok()) return dtype.status();
+  absl::StatusOr<WireMode> wire = ParseWireMode(c.wire);
+  if (!wire.ok()) return wire.status();
+  if (c.n < 1 || c.w < 0 || (c.c != 0 && c.c != 1) || c.graph < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("-n is %d, -w %d, -c %d, -G %d; need n >= 1, w >= 0, c in {0, 1}, G >= 0",
+                        c.n, c.w, c.c, c.graph));
+  }
+  o.min_bytes = *b;
+  o.max_bytes = *e;
+  o.factor = c.f;
+  o.iters = c.n;
+  o.warmup = c.w;
+  o.check = c.c == 1;
+  o.graph = c.graph > 0;
+  o.dtype = *dtype;
+  o.wire = *wire;
+  o.pieces = c.pieces;
+  return o;
+}
+
+// Draws "[#####.....] 3/11 64 MiB in-place" over itself on stderr.
+void DrawProgress(int index, int total, uint64_t bytes, std::string_view phase) {
+  constexpr int kWidth = 20;
+  const int filled = index * kWidth / total;
+  std::fprintf(stderr, "\r[%s%s] %d/%d %llu B %-14s", std::string(filled, '#').c_str(),
+               std::string(kWidth - filled, '.').c_str(), index + 1, total,
+               static_cast<unsigned long long>(bytes), std::string(phase).c_str());
+  std::fflush(stderr);
+}
+
+}  // namespace
+
+int RunSweepCommand(const SweepCommand& c) {
+  absl::StatusOr<SweepOptions> options = ParseOptions(c);
+  if (!options.ok()) return Fail(options.status());
+  if (c.ranks < kMinWorld || c.ranks > kMaxWorld) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrFormat("--ranks is %d; must be in [%d, %d]", c.ranks, kMinWorld, kMaxWorld)));
+  }
+  SweepContext context;
+  context.backend = c.backend;
+  context.ranks = c.ranks;
+  context.options = *options;
+  Topology topology;  // declared first: outlives the SimDevice that times on it
+  std::unique_ptr<Device> device;
+  DeviceClock clock;
+  SimDevice* sim = nullptr;
+  if (c.backend == "sim") {
+    if (c.topology.empty()) {
+      return Fail(absl::InvalidArgumentError(
+          "--backend=sim needs --topology=FILE (e.g. scenarios/topologies/h200_virtual_ranks.yaml)"
+          ": the timing model predicts the times"));
+    }
+    if (options->graph) {
+      return Fail(absl::InvalidArgumentError("-G needs --backend=hw: the simulator has no graphs"));
+    }
+    absl::StatusOr<Topology> loaded = LoadTopologyFile(c.topology);
+    if (!loaded.ok()) return Fail(loaded.status());
+    topology = *std::move(loaded);
+    auto owned = std::make_unique<SimDevice>(c.ranks, c.seed);
+    if (absl::Status s = owned->SetTopology(&topology); !s.ok()) return Fail(s);
+    sim = owned.get();
+    clock = [sim] { return sim->now_us(); };
+    device = std::move(owned);
+    context.topology = c.topology;
+  } else if (c.backend == "hw") {
+    absl::StatusOr<std::unique_ptr<Device>> hw = CreateHwDevice(c.ranks, c.gpus);
+    if (!hw.ok()) return Fail(hw.status());
+    device = *std::move(hw);
+    clock = WallClock();
+  } else {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrFormat("--backend is '%s'; allowed sim, hw", c.backend)));
+  }
+  context.device = device->name();
+
+  std::fputs(SweepTableHeader(context).c_str(), stdout);
+  std::fflush(stdout);
+  const bool tty = isatty(fileno(stderr)) != 0;
+  SweepObserver observer;
+  if (tty) observer.progress = DrawProgress;
+  observer.row = [&](const SweepRow& row) {
+    if (tty) std::fputs("\r\033[K", stderr);
+    std::fputs(SweepTableRow(row).c_str(), stdout);
+    std::fflush(stdout);
+  };
+  absl::StatusOr<std::vector<SweepRow>> rows = RunSweep(*device, clock, *options, observer);
+  if (tty) std::fputs("\r\033[K", stderr);
+  if (!rows.ok()) return Fail(rows.status());
+
+  bool failed = false;
+  int64_t wrong = 0;
+  for (const SweepRow& r : *rows) {
+    wrong += r.out_of_place.wrong.value_or(0) + r.in_place.wrong.value_or(0);
+  }
+  if (wrong > 0) {
+    std::printf("# %lld wrong elements\n", static_cast<long long>(wrong));
+    failed = true;
+  }
+  if (sim != nullptr && !sim->findings().empty()) {
+    std::fputs(sim->findings().ToString().c_str(), stdout);
+    failed = true;
+  }
+  if (!c.csv.empty()) {
+    if (absl::Status s = WriteFile(c.csv, SweepCsv(context, *rows)); !s.ok()) return Fail(s);
+  }
+  if (!c.json.empty()) {
+    if (absl::Status s = WriteFile(c.json, SweepJson(context, *rows)); !s.ok()) return Fail(s);
+  }
+  std::printf("# status=%s\n", failed ? "FAIL" : "PASS");
+  return failed ? 1 : 0;
+}
+
+}  // namespace dmalab
