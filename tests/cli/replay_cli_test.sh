@@ -43,7 +43,7 @@ assert np.array_equal(y0, x0 + x1) and np.array_equal(y1, y0), "y is not the exa
 assert np.all(x0 == np.round(x0)) and x0.min() >= -8 and x0.max() <= 8
 PY
 # Seed sweeps and determinism.
-zoo=tests/zoo/early_return_tp3.yaml
+zoo=tests/zoo/inplace_then_add_tp3.yaml
 "$dmalab" replay "$zoo" --seeds=5 > "$tmp/seeds.txt" || fail "clean seed sweep must exit 0"
 grep -q '^seeds 1\.\.5: 0 failing, inject none, .* status=PASS$' "$tmp/seeds.txt" ||
   fail "seed sweep summary: $(cat "$tmp/seeds.txt")"
