@@ -418,9 +418,11 @@ absl::Status Loader::Expectations(const YAML::Node& node) {
       DMALAB_ASSIGN_OR_RETURN(faults, f_.String(*n, FieldPath(path, "faults"), "fault names"));
       auto set = FaultSet::Parse(faults);
       if (!set.ok()) {
-        return f_.Error(*n, FieldPath(path, "faults"), absl::StrCat("'", faults, "'"),
-                        "none or a comma-separated list of persistent-output, drop-copy-wait, "
-                        "skip-end-handshake");
+        std::vector<std::string> names;
+        for (Fault f : AllFaults()) names.emplace_back(FaultName(f));
+        return f_.Error(
+            *n, FieldPath(path, "faults"), absl::StrCat("'", faults, "'"),
+            absl::StrCat("none or a comma-separated list of ", absl::StrJoin(names, ", ")));
       }
       x.faults = set->ToString();
     }

@@ -127,6 +127,8 @@ absl::StatusOr<YAML::Node> YamlFields::Required(const YAML::Node& map, std::stri
 }
 
 std::optional<YAML::Node> YamlFields::Optional(const YAML::Node& map, std::string_view key) {
+  // Iterating a sequence as a map yields invalid nodes, which throw (fuzzer-found).
+  if (!map.IsMap()) return std::nullopt;
   for (auto it = map.begin(); it != map.end(); ++it) {
     if (it->first.IsScalar() && it->first.Scalar() == key) return it->second;
   }

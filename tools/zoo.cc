@@ -18,7 +18,7 @@ namespace {
 
 constexpr char kMtp[] = "scenarios/mtp_fused_residual_tp4.yaml";
 constexpr char kExplicit[] = "scenarios/explicit_outputs_tp3.yaml";
-constexpr char kEarlyReturn[] = "tests/zoo/early_return_tp3.yaml";
+constexpr char kInPlaceThenAddFile[] = "tests/zoo/inplace_then_add_tp3.yaml";
 constexpr char kGraphOutput[] = "tests/zoo/graph_output_freed_tp2.yaml";
 constexpr char kPrequant[] = "tests/zoo/owner_keeps_prequant_i8_tp4.yaml";
 // Not a file: a replay reads every all-reduce's output back (rank consistency), and that host
@@ -45,7 +45,7 @@ const std::vector<ZooCase>& Catalog() {
       {Fault::kEarlyReturn, {kInPlaceThenAdd}},
       {Fault::kFlagReadyNotConsumed, {kMtp, kExplicit}},
       {Fault::kGraphOutputFreed, {kGraphOutput}},
-      {Fault::kInplaceAliasRing, {kExplicit, kEarlyReturn}},
+      {Fault::kInplaceAliasRing, {kExplicit, kInPlaceThenAddFile}},
       {Fault::kOwnerKeepsPrequant, {kPrequant}},
   };
   return kCases;
@@ -106,7 +106,7 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 }  // namespace
 
 const std::vector<std::string>& ZooScenarios() {
-  static const std::vector<std::string> kAll = {kMtp,         kExplicit, kEarlyReturn,
+  static const std::vector<std::string> kAll = {kMtp,         kExplicit, kInPlaceThenAddFile,
                                                 kGraphOutput, kPrequant, kInPlaceThenAdd};
   return kAll;
 }
@@ -171,7 +171,7 @@ absl::StatusOr<ZooReport> RunZoo(const ZooOptions& options) {
 std::string FormatZooReport(const ZooReport& report, int seeds) {
   std::string out =
       absl::StrFormat("# dmalab zoo: every fault injection on the simulator, seeds 1..%d\n", seeds);
-  absl::StrAppendFormat(&out, "%-24s %-44s %-9s %-34s %10s %6s\n", "fault", "scenario", "detected",
+  absl::StrAppendFormat(&out, "%-24s %-44s %-11s %-40s %10s %6s\n", "fault", "scenario", "detected",
                         "checker", "first_seed", "seeds");
   int detectable = 0, detected = 0;
   for (const ZooRow& row : report.faults) {
@@ -179,7 +179,7 @@ std::string FormatZooReport(const ZooReport& report, int seeds) {
     if (row.benign) verdict += row.detected ? " (!)" : " (benign)";
     detectable += !row.benign;
     detected += !row.benign && row.detected;
-    absl::StrAppendFormat(&out, "%-24s %-44s %-9s %-34s %10s %6d\n", FaultName(row.fault),
+    absl::StrAppendFormat(&out, "%-24s %-44s %-11s %-40s %10s %6d\n", FaultName(row.fault),
                           row.scenario, verdict, row.detected ? row.checkers : "-",
                           row.detected ? absl::StrFormat("%d", row.first_seed) : "-",
                           row.seeds_run);

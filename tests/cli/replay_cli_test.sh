@@ -42,4 +42,20 @@ assert x0.dtype == np.float32 and x0.shape == (4, 32), (x0.dtype, x0.shape)
 assert np.array_equal(y0, x0 + x1) and np.array_equal(y1, y0), "y is not the exact sum"
 assert np.all(x0 == np.round(x0)) and x0.min() >= -8 and x0.max() <= 8
 PY
+# Seed sweeps and determinism.
+zoo=tests/zoo/inplace_then_add_tp3.yaml
+"$dmalab" replay "$zoo" --seeds=5 > "$tmp/seeds.txt" || fail "clean seed sweep must exit 0"
+grep -q '^seeds 1\.\.5: 0 failing, inject none, .* status=PASS$' "$tmp/seeds.txt" ||
+  fail "seed sweep summary: $(cat "$tmp/seeds.txt")"
+"$dmalab" replay "$zoo" --seeds=3 --inject=inplace-alias-ring > "$tmp/seeds_bad.txt"
+[[ $? -eq 1 ]] || fail "a failing seed sweep must exit 1"
+[[ $(grep -c '^seed=[123] FAIL' "$tmp/seeds_bad.txt") -eq 3 ]] || fail "failing seeds: $(cat "$tmp/seeds_bad.txt")"
+grep -q '3 failing (first seed 1)' "$tmp/seeds_bad.txt" || fail "failing summary"
+"$dmalab" replay "$scenario" --check-determinism --seed=7 --inject=drop-copy-wait > "$tmp/det.txt" ||
+  fail "determinism: $(cat "$tmp/det.txt")"
+grep -q '^determinism: seed 7, inject drop-copy-wait: two runs gave identical reports' "$tmp/det.txt" ||
+  fail "determinism line: $(cat "$tmp/det.txt")"
+"$dmalab" replay "$zoo" --seeds=2 --backend=hw > /dev/null 2>&1
+[[ $? -eq 2 ]] || fail "--seeds on hw must exit 2"
+
 echo "replay CLI: all checks passed"

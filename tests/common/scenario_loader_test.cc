@@ -221,7 +221,9 @@ TEST(ScenarioLoaderTest, ExpectationsNameKnownFaults) {
   EXPECT_EQ(ErrorOf("world: 2\ntensors: {x: [64]}\nsteps: []\n"
                     "expect:\n  - {faults: persistent, status: FAIL}\n"),
             "t.yaml:5:14: field 'expect[0].faults': found 'persistent', allowed none or a "
-            "comma-separated list of persistent-output, drop-copy-wait, skip-end-handshake");
+            "comma-separated list of persistent-output, drop-copy-wait, skip-end-handshake, "
+            "early-return, flag-ready-not-consumed, graph-output-freed, inplace-alias-ring, "
+            "owner-keeps-prequant");
   EXPECT_EQ(ErrorOf("world: 2\ntensors: {x: [64]}\nsteps: []\nexpect:\n  - {status: OK}\n"),
             "t.yaml:5:14: field 'expect[0].status': found 'OK', allowed PASS, FAIL");
 }

@@ -40,6 +40,17 @@ TEST(FuzzRegressionTest, MapKeysAreCheckedAfterTheIteratorMoves) {
             "field once");
 }
 
+// Found by scenario_loader_fuzzer (uncaught YAML::InvalidNode, abort): a step whose value is a
+// list was searched for its `label` field as if it were a map.
+TEST(FuzzRegressionTest, AStepWhoseValueIsAListIsALocatedError) {
+  absl::StatusOr<Scenario> s = ParseScenario(
+      "world: 2\ntensors: {x: [64], y: [64]}\nsteps:\n  - repeat:\n      - fill: x\n", "t.yaml");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().message(),
+            "t.yaml:5:7: field 'steps[0].repeat': found a list, allowed a map with fields times, "
+            "steps, label");
+}
+
 // Found by replay_fuzzer (ASan heap-use-after-free): releasing the tensors still live at the end
 // passed a key of the live map by reference and erased it before naming the tensor in a
 // free-failed finding. persistent-output makes that free fail.
