@@ -64,7 +64,8 @@ class Device {
 
   // The rank's compute stream: the stream the caller's own work runs on.
   virtual StreamId ComputeStream(int rank) = 0;
-  virtual absl::StatusOr<StreamId> CreateStream(int rank, StreamKind kind, std::string_view name) = 0;
+  virtual absl::StatusOr<StreamId> CreateStream(int rank, StreamKind kind,
+                                                std::string_view name) = 0;
   virtual absl::StatusOr<EventId> CreateEvent(int rank) = 0;
   // Marks the point in `stream` that later waits on `event` refer to.
   virtual absl::Status RecordEvent(EventId event, StreamId stream) = 0;

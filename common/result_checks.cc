@@ -7,8 +7,8 @@
 namespace dmalab {
 
 std::string ResultAlias::ToString() const {
-  return absl::StrFormat("'%s' and '%s' share rank %d bytes [0x%x, 0x%x) (%d bytes)", first,
-                         second, rank, lo, hi, hi - lo);
+  return absl::StrFormat("'%s' and '%s' share rank %d bytes [0x%x, 0x%x) (%d bytes)", first, second,
+                         rank, lo, hi, hi - lo);
 }
 
 std::vector<ResultAlias> FindResultAliases(absl::Span<const LiveResult> live) {
@@ -36,8 +36,7 @@ absl::StatusOr<std::vector<int>> RanksDifferingFromRank0(Device& device,
   }
   for (size_t r = 1; r < per_rank.size(); ++r) {
     other.resize(per_rank[r].bytes());
-    if (absl::Status s =
-            device.Read(per_rank[r].mem.Slice(0, other.size()), absl::MakeSpan(other));
+    if (absl::Status s = device.Read(per_rank[r].mem.Slice(0, other.size()), absl::MakeSpan(other));
         !s.ok()) {
       return s;
     }

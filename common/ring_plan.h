@@ -32,10 +32,10 @@ enum class Region {
 
 struct Slice {
   Region region = Region::kInput;
-  int slot = 0;             // scratch or staging area index
-  int peer = 0;             // kPeerScratch: the rank whose scratch it is
-  uint64_t offset = 0;      // bytes from the region's start
-  uint64_t bytes = 0;       // bytes covered (encoded size for block codecs)
+  int slot = 0;         // scratch or staging area index
+  int peer = 0;         // kPeerScratch: the rank whose scratch it is
+  uint64_t offset = 0;  // bytes from the region's start
+  uint64_t bytes = 0;   // bytes covered (encoded size for block codecs)
   Codec codec = Codec::kPlain;
 };
 
@@ -57,9 +57,9 @@ struct PlanOp {
   Phase phase = Phase::kEntry;
   int step = 0;
   int piece = 0;
-  int event = -1;  // kRecord, kWaitEvent
-  int flag = -1;   // kSignal, kWaitFlag: flag slot index
-  int peer = -1;   // kSignal: the rank whose flag is stored
+  int event = -1;            // kRecord, kWaitEvent
+  int flag = -1;             // kSignal, kWaitFlag: flag slot index
+  int peer = -1;             // kSignal: the rank whose flag is stored
   Slice dst;                 // kCopy, kReduce
   std::vector<Slice> terms;  // kCopy: one source; kReduce: the summed terms
   int64_t elems = 0;         // kReduce

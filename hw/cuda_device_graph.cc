@@ -111,7 +111,8 @@ absl::StatusOr<GraphId> CudaDevice::CaptureGraph(const std::function<absl::Statu
 
 absl::Status CudaDevice::LaunchGraph(GraphId graph) {
   if (graph < 0 || graph >= static_cast<GraphId>(graphs_.size())) {
-    return absl::InvalidArgumentError(absl::StrFormat("launch graph: graph %d does not exist", graph));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("launch graph: graph %d does not exist", graph));
   }
   return Replay(*graphs_[graph]);
 }

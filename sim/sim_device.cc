@@ -64,7 +64,8 @@ absl::Status SimDevice::CheckMem(const MemRef& m, std::string_view what) const {
         absl::StrFormat("%s is on rank %d; ranks are 0..%d", what, m.rank, world_ - 1));
   }
   absl::StatusOr<uint8_t*> p = const_cast<SimMemory&>(memory_[m.rank]).Bytes(m.addr, m.bytes);
-  if (!p.ok()) return absl::InvalidArgumentError(absl::StrFormat("%s: %s", what, p.status().message()));
+  if (!p.ok())
+    return absl::InvalidArgumentError(absl::StrFormat("%s: %s", what, p.status().message()));
   return absl::OkStatus();
 }
 
@@ -90,8 +91,7 @@ absl::Status SimDevice::Free(const MemRef& allocation) {
   return Enqueue(compute_streams_[allocation.rank], std::move(op), "free");
 }
 
-absl::StatusOr<StreamId> SimDevice::CreateStream(int rank, StreamKind kind,
-                                                 std::string_view name) {
+absl::StatusOr<StreamId> SimDevice::CreateStream(int rank, StreamKind kind, std::string_view name) {
   if (rank < 0 || rank >= world_) {
     return absl::InvalidArgumentError(
         absl::StrFormat("create stream: rank is %d; ranks are 0..%d", rank, world_ - 1));
@@ -111,9 +111,9 @@ absl::StatusOr<EventId> SimDevice::CreateEvent(int rank) {
 
 absl::Status SimDevice::Enqueue(StreamId s, Op op, std::string_view label) {
   op.id = static_cast<int64_t>(op_labels_.size());
-  op_labels_.push_back(OpLabel{streams_[s].rank, s,
-                               context_.empty() ? std::string(label)
-                                                : absl::StrFormat("%s %s", context_, label)});
+  op_labels_.push_back(
+      OpLabel{streams_[s].rank, s,
+              context_.empty() ? std::string(label) : absl::StrFormat("%s %s", context_, label)});
   op.host_clock = host_clock_;
   if (timing_) op.host_us = timing_->Enqueue(TimedKind(op.kind));
   streams_[s].queue.push_back(std::move(op));
@@ -270,12 +270,12 @@ void SimDevice::Access(StreamId sid, const Op& op, const MemRef& m, bool write) 
                                           : races_.Read(m.rank, m.addr, m.end(), a, s.clock);
   if (!c) return;
   const uint64_t lo = std::max(c->lo, m.addr), hi = std::min(c->hi, m.end());
-  findings_.Add(FindingKind::kRace,
-                absl::StrFormat("%s: %s by %s and %s by %s are not ordered by any stream, event "
-                                "or flag",
-                                DescribeMemory(m.rank, lo, hi),
-                                c->earlier_is_write ? "write" : "read", DescribeOp(c->earlier.op),
-                                write ? "write" : "read", DescribeOp(op.id)));
+  findings_.Add(
+      FindingKind::kRace,
+      absl::StrFormat("%s: %s by %s and %s by %s are not ordered by any stream, event "
+                      "or flag",
+                      DescribeMemory(m.rank, lo, hi), c->earlier_is_write ? "write" : "read",
+                      DescribeOp(c->earlier.op), write ? "write" : "read", DescribeOp(op.id)));
 }
 
 void SimDevice::CheckLifetime(int64_t op_id, const MemRef& m) {
@@ -371,8 +371,8 @@ std::string SimDevice::DeadlockReport() {
       absl::StrAppendFormat(&text, " for flag at rank %d 0x%x = %d to reach %d", op.src.rank,
                             op.src.addr, LoadU64(op.src), op.wait_target);
     } else if (op.kind == OpKind::kWaitEvent) {
-      absl::StrAppendFormat(&text, " for event %d record %d (completed %d)", op.event,
-                            op.event_seq, events_[op.event].completed);
+      absl::StrAppendFormat(&text, " for event %d record %d (completed %d)", op.event, op.event_seq,
+                            events_[op.event].completed);
     }
     absl::StrAppendFormat(&text, "; %d ops queued]", s.queue.size());
   }
@@ -459,8 +459,8 @@ absl::Status SimDevice::Write(const MemRef& dst, absl::Span<const uint8_t> bytes
   if (absl::Status s = Synchronize(); !s.ok()) return s;
   if (absl::Status s = CheckMem(dst, "write dst"); !s.ok()) return s;
   if (bytes.size() != dst.bytes) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "write: dst is %d bytes, data is %d; must match", dst.bytes, bytes.size()));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("write: dst is %d bytes, data is %d; must match", dst.bytes, bytes.size()));
   }
   CheckLifetime(-1, dst);
   races_.Write(dst.rank, dst.addr, dst.end(),

@@ -80,7 +80,7 @@ class SimDevice : public Device {
   enum class OpKind { kCopy, kReduce, kSignal, kWaitFlag, kRecord, kWaitEvent, kFree };
   struct Op {
     OpKind kind = OpKind::kCopy;
-    int64_t id = 0;  // index into op_labels_
+    int64_t id = 0;          // index into op_labels_
     VectorClock host_clock;  // the host's clock at enqueue: host work before it happened first
     MemRef dst, src;         // copy; flags: dst = counter/expected, src = flag word
     DType dtype = DType::kBF16;
@@ -88,7 +88,7 @@ class SimDevice : public Device {
     std::vector<Operand> terms;
     int64_t elems = 0;
     EventId event = -1;
-    uint64_t event_seq = 0;  // kRecord: this record's number; kWaitEvent: the one waited for
+    uint64_t event_seq = 0;    // kRecord: this record's number; kWaitEvent: the one waited for
     uint64_t wait_target = 0;  // kWaitFlag: set on the first attempt
     bool wait_armed = false;
     double host_us = 0;  // timing: host clock at enqueue
@@ -102,8 +102,8 @@ class SimDevice : public Device {
   };
   struct Event {
     int rank;
-    uint64_t records = 0;    // records enqueued so far
-    uint64_t completed = 0;  // latest record executed
+    uint64_t records = 0;                    // records enqueued so far
+    uint64_t completed = 0;                  // latest record executed
     std::map<uint64_t, VectorClock> clocks;  // per executed record
   };
 

@@ -101,8 +101,8 @@ absl::StatusOr<uint8_t*> SimMemory::Bytes(uint64_t addr, uint64_t bytes) {
       return it->second.data.get() + (addr - it->first);
     }
   }
-  return absl::OutOfRangeError(absl::StrFormat(
-      "rank %d: [0x%x, 0x%x) is not inside device memory", rank_, addr, addr + bytes));
+  return absl::OutOfRangeError(absl::StrFormat("rank %d: [0x%x, 0x%x) is not inside device memory",
+                                               rank_, addr, addr + bytes));
 }
 
 const AllocationInfo* SimMemory::Find(uint64_t id) const {

@@ -56,7 +56,7 @@ class SimMemory {
   };
   struct Block {
     uint64_t bytes;
-    uint64_t segment;  // start address of its segment
+    uint64_t segment;   // start address of its segment
     uint64_t alloc_id;  // 0 when free
   };
   void InsertFree(uint64_t addr);
@@ -66,10 +66,10 @@ class SimMemory {
   int world_;
   uint64_t next_id_;
   uint64_t next_segment_addr_ = kBaseAddress;
-  std::map<uint64_t, Segment> segments_;                // by start address
-  std::map<uint64_t, Block> blocks_;                    // by start address
-  std::set<std::pair<uint64_t, uint64_t>> free_;        // (bytes, addr), best fit
-  std::map<uint64_t, AllocationInfo> allocations_;      // by id, never erased
+  std::map<uint64_t, Segment> segments_;            // by start address
+  std::map<uint64_t, Block> blocks_;                // by start address
+  std::set<std::pair<uint64_t, uint64_t>> free_;    // (bytes, addr), best fit
+  std::map<uint64_t, AllocationInfo> allocations_;  // by id, never erased
 };
 
 }  // namespace dmalab

@@ -19,7 +19,7 @@ struct CalibrationPlan {
   std::vector<uint64_t> copy_bytes;          // default: 4 KiB .. 1 GiB, x4
   std::vector<int> concurrency = {1, 2, 4};  // copies at once, each on its own rank's stream
   std::vector<uint64_t> reduce_bytes;        // per operand; default: 4 KiB, 1, 16, 256 MiB, 1 GiB
-  int iters = 20;  // timed rounds per sample, at least
+  int iters = 20;                            // timed rounds per sample, at least
   // Small samples run more rounds: enough to move bytes_per_sample, up to max_rounds.
   uint64_t bytes_per_sample = 256ull << 20;
   int max_rounds = 2000;

@@ -303,7 +303,8 @@ int main(int argc, char** argv) {
   if (command == "sweep") return dmalab::RunSweepCommand(dmalab::SweepFlags());
   if (command == "calibrate")
     return dmalab::RunCalibrateCommand(dmalab::CalibrateFlags(argc, argv));
-  if (command == "zoo") return dmalab::RunZooCommand({absl::GetFlag(FLAGS_seeds) ? absl::GetFlag(FLAGS_seeds) : 20});
+  if (command == "zoo")
+    return dmalab::RunZooCommand({absl::GetFlag(FLAGS_seeds) ? absl::GetFlag(FLAGS_seeds) : 20});
   std::fprintf(stderr, "dmalab: unknown command '%s'; run `dmalab help`\n", command.c_str());
   return 2;
 }

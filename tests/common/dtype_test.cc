@@ -57,11 +57,11 @@ TEST(FP16Test, KnownValues) {
   EXPECT_TRUE(std::isnan(FP16ToFloat(0x7e00)));
   EXPECT_EQ(FloatToFP16(1.0f), 0x3c00);
   EXPECT_EQ(FloatToFP16(65504.0f), 0x7bff);
-  EXPECT_EQ(FloatToFP16(65519.0f), 0x7bff);  // below the midpoint 65520: stays finite
-  EXPECT_EQ(FloatToFP16(65520.0f), 0x7c00);  // the midpoint rounds to even: infinity
-  EXPECT_EQ(FloatToFP16(std::ldexp(1.0f, -25)), 0x0000);   // tie between 0 and 1 ulp: even
-  EXPECT_EQ(FloatToFP16(std::ldexp(3.0f, -25)), 0x0002);   // tie between 1 and 2 ulps: even
-  EXPECT_EQ(FloatToFP16(std::ldexp(1.5f, -25)), 0x0001);   // above the tie
+  EXPECT_EQ(FloatToFP16(65519.0f), 0x7bff);               // below the midpoint 65520: stays finite
+  EXPECT_EQ(FloatToFP16(65520.0f), 0x7c00);               // the midpoint rounds to even: infinity
+  EXPECT_EQ(FloatToFP16(std::ldexp(1.0f, -25)), 0x0000);  // tie between 0 and 1 ulp: even
+  EXPECT_EQ(FloatToFP16(std::ldexp(3.0f, -25)), 0x0002);  // tie between 1 and 2 ulps: even
+  EXPECT_EQ(FloatToFP16(std::ldexp(1.5f, -25)), 0x0001);  // above the tie
   EXPECT_EQ(FloatToFP16(1.0f + std::ldexp(1.0f, -11)), 0x3c00);  // tie at 1.0: even
   EXPECT_EQ(FloatToFP16(1.0f + std::ldexp(3.0f, -11)), 0x3c02);  // tie at 1+ulp: up to even
 }

@@ -1,9 +1,9 @@
 #include "common/replay.h"
 
 #include <algorithm>
-#include <filesystem>
 #include <chrono>
 #include <ctime>
+#include <filesystem>
 #include <functional>
 #include <iostream>
 #include <map>

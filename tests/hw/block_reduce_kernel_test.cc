@@ -2,8 +2,8 @@
 // quantize, dequantize, ring hop, last hop, a2a, in place, on random values, random bit
 // patterns and edge blocks (NaN, inf, subnormals, -0, all-zero blocks, huge values), aligned
 // and unaligned addresses. Skips without a GPU.
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -82,7 +82,8 @@ std::string DescribeBlock(const Case& c, const std::vector<Bytes>& terms, const 
       for (int i = 0; i < 128; ++i) absl::StrAppendFormat(&out, " %02x", b[block * 128 + i]);
     }
   };
-  for (size_t t = 0; t < terms.size(); ++t) dump(absl::StrFormat("term%d", t).c_str(), terms[t], c.terms[t]);
+  for (size_t t = 0; t < terms.size(); ++t)
+    dump(absl::StrFormat("term%d", t).c_str(), terms[t], c.terms[t]);
   dump("host", want, c.dst);
   dump("gpu", got, c.dst);
   return out;

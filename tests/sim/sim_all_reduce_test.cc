@@ -347,10 +347,12 @@ TEST_F(ValidationTest, EveryRuleHasItsMessage) {
   for (int r = 0; r < 4; ++r) outs.push_back(Tensor(r, 1024));
   std::vector<TensorView> o = outs;
   o[0] = Tensor(0, 2048);
-  EXPECT_EQ(Error(in_.tensors, o), "all_reduce: outs[0] has 2048 elements, input has 1024; must match");
+  EXPECT_EQ(Error(in_.tensors, o),
+            "all_reduce: outs[0] has 2048 elements, input has 1024; must match");
   o = outs;
   o[1] = Tensor(1, 1024, DType::kFP32);
-  EXPECT_EQ(Error(in_.tensors, o), "all_reduce: outs[1] has dtype fp32, input has bf16; must match");
+  EXPECT_EQ(Error(in_.tensors, o),
+            "all_reduce: outs[1] has dtype fp32, input has bf16; must match");
   o = outs;
   o[2].shape = {32, 32};
   EXPECT_EQ(Error(in_.tensors, o),
@@ -361,7 +363,8 @@ TEST_F(ValidationTest, EveryRuleHasItsMessage) {
   o = in_.tensors;
   o[0].mem = o[0].mem.Slice(2, 2046);
   o[0].shape = {1023};
-  EXPECT_EQ(Error(in_.tensors, o), "all_reduce: outs[0] has 1023 elements, input has 1024; must match");
+  EXPECT_EQ(Error(in_.tensors, o),
+            "all_reduce: outs[0] has 1023 elements, input has 1024; must match");
   o = in_.tensors;
   const uint64_t base = in_.tensors[0].addr();
   o[0].mem = MemRef{0, base + 64, 2048, 0};
