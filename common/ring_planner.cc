@@ -277,9 +277,9 @@ void PlanAllGatherNative(RankPlanBuilder& b, const std::vector<int>& ev_final,
 
 // All-gather of a chunk quantized once by its owner: the owner encodes its finished chunk into
 // staging slot w-1 and decodes its own output from that very payload, so every rank ends
-// bit-identical; receivers forward the blocks unchanged and decode them into the output.
-void PlanAllGatherQuantized(RankPlanBuilder& b, const std::vector<int>& ev_final,
-                            const FaultSet& faults) {
+// bit-identical; receivers forward the blocks unchanged and decode them into the output. The
+// encode runs on the compute stream, after the final reduce of the own chunk.
+void PlanAllGatherQuantized(RankPlanBuilder& b, const FaultSet& faults) {
   const int w = b.world(), r = b.rank();
   const int own = Mod(r + 1, w);
   std::vector<int> ev_land(b.pieces(), -1);
@@ -291,7 +291,6 @@ void PlanAllGatherQuantized(RankPlanBuilder& b, const std::vector<int>& ev_final
     b.Reduce(PlanStream::kCompute, Phase::kAllGather, 0, p, b.Tensor(Region::kOutput, own, p),
              {b.Encoded(Region::kStaging, w - 1, p)});
   }
-  (void)ev_final;  // the compute stream already orders the encode after the final reduce
   const Phase ph = Phase::kAllGather;
   for (int g = 0; g < w - 1; ++g) {
     const int slot = AgSlot(b, g, faults);
@@ -332,7 +331,7 @@ void PlanRank(RankPlanBuilder& b, WireMode wire, const FaultSet& faults, bool in
   if (wire == WireMode::kNative) {
     PlanAllGatherNative(b, ev_final, faults, in_place);
   } else {
-    PlanAllGatherQuantized(b, ev_final, faults);
+    PlanAllGatherQuantized(b, faults);
   }
 
   // Exit: join every stream into the compute stream, then the neighbour handshake: tell the

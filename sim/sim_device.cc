@@ -1,6 +1,7 @@
 #include "sim/sim_device.h"
 
 #include <cstring>
+#include <memory>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -481,6 +482,19 @@ absl::Status SimDevice::Read(const MemRef& src, absl::Span<uint8_t> bytes) {
               dmalab::Access{kHostTimeline, host_clock_.Get(kHostTimeline), -1}, host_clock_);
   std::memcpy(bytes.data(), HostPtr(src), bytes.size());
   return absl::OkStatus();
+}
+
+std::function<std::vector<std::string>()> NewFindingsPoller(const SimDevice& device) {
+  auto seen = std::make_shared<size_t>(0);
+  return [&device, seen]() {
+    std::vector<std::string> lines;
+    const std::vector<Finding>& all = device.findings().findings();
+    for (; *seen < all.size(); ++*seen) {
+      lines.push_back(
+          absl::StrFormat("%s: %s", FindingKindName(all[*seen].kind), all[*seen].message));
+    }
+    return lines;
+  };
 }
 
 }  // namespace dmalab

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -147,6 +148,10 @@ class SimDevice : public Device {
   int64_t pending_ = 0;
   std::unique_ptr<TimingModel> timing_;  // null: no topology, nothing timed
 };
+
+// A ReplayOptions::poll_device_findings for `device`: each call returns the findings the
+// simulator's checkers made since the previous call, one "kind: message" line each.
+std::function<std::vector<std::string>()> NewFindingsPoller(const SimDevice& device);
 
 }  // namespace dmalab
 

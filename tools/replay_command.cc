@@ -128,18 +128,7 @@ int RunReplayCommand(const ReplayCommand& c) {
   options.faults = *faults;
   options.pieces = c.pieces;
   auto* sim = dynamic_cast<SimDevice*>(device->get());
-  size_t seen = 0;
-  if (sim != nullptr) {
-    options.poll_device_findings = [sim, &seen]() {
-      std::vector<std::string> lines;
-      const auto& all = sim->findings().findings();
-      for (; seen < all.size(); ++seen) {
-        lines.push_back(
-            absl::StrFormat("%s: %s", FindingKindName(all[seen].kind), all[seen].message));
-      }
-      return lines;
-    };
-  }
+  if (sim != nullptr) options.poll_device_findings = NewFindingsPoller(*sim);
   Device& dev = **device;
   if (!c.dump_dir.empty()) {
     options.inspect_at_end = [&dev, &c](const std::string& name,

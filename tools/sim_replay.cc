@@ -13,16 +13,7 @@ absl::StatusOr<ReplayReport> ReplayOnSim(const Scenario& scenario, const FaultSe
   ReplayOptions options;
   options.faults = faults;
   options.pieces = pieces;
-  size_t seen = 0;
-  options.poll_device_findings = [&device, &seen]() {
-    std::vector<std::string> lines;
-    const std::vector<Finding>& all = device.findings().findings();
-    for (; seen < all.size(); ++seen) {
-      lines.push_back(
-          absl::StrFormat("%s: %s", FindingKindName(all[seen].kind), all[seen].message));
-    }
-    return lines;
-  };
+  options.poll_device_findings = NewFindingsPoller(device);
   return Replay(scenario, &device, options);
 }
 

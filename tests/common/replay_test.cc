@@ -43,25 +43,13 @@ steps:
   - release: residual
 )";
 
-// Hands the simulator's own findings (races, lifetimes) to the replay, one line each.
-std::function<std::vector<std::string>()> SimFindings(SimDevice& device) {
-  return [&device] {
-    std::vector<std::string> lines;
-    for (const Finding& f : device.findings().findings()) {
-      lines.push_back(absl::StrFormat("%s: %s", FindingKindName(f.kind), f.message));
-    }
-    device.ClearFindings();
-    return lines;
-  };
-}
-
 ReplayReport MustReplay(const std::string& yaml, std::string_view faults, uint64_t sim_seed = 1) {
   auto scenario = ParseScenario(yaml, "incident.yaml");
   EXPECT_TRUE(scenario.ok()) << scenario.status();
   SimDevice device(scenario->world, sim_seed);
   ReplayOptions options;
   options.faults = *FaultSet::Parse(faults);
-  options.poll_device_findings = SimFindings(device);
+  options.poll_device_findings = NewFindingsPoller(device);
   auto report = Replay(*scenario, &device, options);
   EXPECT_TRUE(report.ok()) << report.status();
   return *report;
@@ -225,7 +213,7 @@ TEST_P(ShippedScenarioTest, MeetsItsExpectations) {
     SimDevice device(scenario->world, 1);
     ReplayOptions options;
     options.faults = *FaultSet::Parse(expect.faults);
-    options.poll_device_findings = SimFindings(device);
+    options.poll_device_findings = NewFindingsPoller(device);
     EXPECT_EQ(FindExpectation(*scenario, options.faults), &expect);
     const auto start = std::chrono::steady_clock::now();
     const std::clock_t cpu_start = std::clock();

@@ -146,13 +146,7 @@ int64_t ReplayFuzzScenario(const FuzzScenario& fs) {
   ReplayOptions options;
   options.faults = fs.faults;
   options.pieces = fs.pieces;
-  size_t seen = 0;
-  options.poll_device_findings = [&device, &seen]() {
-    std::vector<std::string> lines;
-    const auto& all = device.findings().findings();
-    for (; seen < all.size(); ++seen) lines.push_back(all[seen].message);
-    return lines;
-  };
+  options.poll_device_findings = NewFindingsPoller(device);
   absl::StatusOr<ReplayReport> report = Replay(*scenario, &device, options);
   if (!report.ok()) return -1;
   return report->findings_total;
