@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/types/span.h"
 #include "common/dtype.h"
+#include "common/provenance.h"
 #include "common/tensor.h"
 
 namespace dmalab {
@@ -99,6 +100,23 @@ class Device {
   // Host access; both complete all enqueued work first.
   virtual absl::Status Write(const MemRef& dst, absl::Span<const uint8_t> bytes) = 0;
   virtual absl::Status Read(const MemRef& src, absl::Span<uint8_t> bytes) = 0;
+
+  // Fidelity. A device holds values unless it says otherwise. A shadow device (the simulator's
+  // shadow fidelity) keeps no payload, only where each byte came from (common/provenance.h):
+  // Read fails, Write records the bytes' contents (keeping only small writes' values, for flag
+  // words), and large host data is written with WriteShadow.
+  virtual bool HoldsValues() const { return true; }
+  // Shadow devices: dst now holds host data identified by `content`: equal contents for equal
+  // tokens, as a fill from the same parameters.
+  virtual absl::Status WriteShadow(const MemRef& /*dst*/, uint64_t /*content*/) {
+    return absl::UnimplementedError(
+        absl::StrFormat("device '%s' holds values: it has no shadow writes", name()));
+  }
+  // Shadow devices: the provenance of src's bytes.
+  virtual absl::StatusOr<Provenance> ReadProvenance(const MemRef& /*src*/) {
+    return absl::UnimplementedError(
+        absl::StrFormat("device '%s' holds values: it keeps no provenance", name()));
+  }
 
   // Names the work enqueued from now on in reports (e.g. "all_reduce#3"); informational.
   virtual void SetContext(std::string_view /*context*/) {}

@@ -1,6 +1,7 @@
 #include "common/replay.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <set>
@@ -10,6 +11,7 @@
 #include "common/dma_all_reduce.h"
 #include "common/fill.h"
 #include "common/hash.h"
+#include "common/provenance.h"
 #include "common/replay_checks.h"
 #include "common/result_checks.h"
 
@@ -45,10 +47,17 @@ struct LiveTensor {
   std::string origin;  // the step that made it live
 };
 
+// What a buffer holds, as far as the device can say: its bytes (values devices) or its
+// provenance (shadow devices).
+struct Contents {
+  std::vector<uint8_t> bytes;
+  Provenance provenance;
+};
+
 // A retained value: the snapshot of every rank and the most elements seen changed per rank.
 struct Retention {
   std::string origin;
-  std::vector<std::vector<uint8_t>> snapshot;
+  std::vector<Contents> snapshot;
   std::vector<int64_t> max_changed;
 };
 
@@ -80,7 +89,11 @@ class Replayer {
   void PollDeviceFindings();
 
   absl::StatusOr<LiveTensor> Allocate(const TensorDecl& decl);
-  absl::Status ReadInto(const TensorView& view, std::vector<uint8_t>* out);
+  absl::Status ReadInto(const TensorView& view, Contents* out);
+  int64_t CountChanged(const Contents& a, const Contents& b, DType dtype, int64_t* first) const;
+  // "first at N: 1 -> 2" (values) or "first at N" (shadow) for a finding's detail.
+  std::string FirstChange(const Contents& was, const Contents& now, DType dtype,
+                          int64_t first) const;
   void AddFinding(ReplayFinding f);
   ReplayFinding NewFinding(ReplayFindingKind kind, int rank) const;
   // Records a device failure, which stops the replay and becomes a finding.
@@ -100,8 +113,9 @@ class Replayer {
   std::set<std::pair<std::string, std::string>> reported_aliases_;
   std::vector<std::pair<int64_t, int64_t>> iterations_;  // (current, times) of enclosing repeats
   std::string step_text_;
-  std::vector<uint8_t> buf_, buf0_;
-  std::vector<std::vector<uint8_t>> snapshot_pool_;
+  bool values_ = true;  // the device holds values (else provenance only)
+  Contents buf_, buf0_;
+  std::vector<Contents> snapshot_pool_;
   absl::Status device_failure_;
 };
 
@@ -115,6 +129,8 @@ absl::StatusOr<ReplayReport> Replayer::Run() {
   r_.scenario = s_.name;
   r_.file = s_.file;
   r_.device = d_->name();
+  values_ = d_->HoldsValues();
+  r_.fidelity = values_ ? "values" : "shadow";
   r_.world = s_.world;
   r_.wire = std::string(WireModeName(s_.wire));
   r_.faults = o_.faults.ToString();
@@ -223,12 +239,31 @@ absl::StatusOr<LiveTensor> Replayer::Allocate(const TensorDecl& decl) {
   return t;
 }
 
-absl::Status Replayer::ReadInto(const TensorView& view, std::vector<uint8_t>* out) {
-  out->resize(view.bytes());
-  if (absl::Status s = d_->Read(view.mem.Slice(0, view.bytes()), absl::MakeSpan(*out)); !s.ok()) {
-    return Failed(s);
+absl::Status Replayer::ReadInto(const TensorView& view, Contents* out) {
+  const MemRef mem = view.mem.Slice(0, view.bytes());
+  if (!values_) {
+    absl::StatusOr<Provenance> p = d_->ReadProvenance(mem);
+    if (!p.ok()) return Failed(p.status());
+    out->provenance = *std::move(p);
+    return absl::OkStatus();
   }
+  out->bytes.resize(view.bytes());
+  if (absl::Status s = d_->Read(mem, absl::MakeSpan(out->bytes)); !s.ok()) return Failed(s);
   return absl::OkStatus();
+}
+
+int64_t Replayer::CountChanged(const Contents& a, const Contents& b, DType dtype,
+                               int64_t* first) const {
+  return values_ ? CountChangedElems(a.bytes, b.bytes, DTypeBytes(dtype), first)
+                 : CountChangedElems(a.provenance, b.provenance, DTypeBytes(dtype), first);
+}
+
+std::string Replayer::FirstChange(const Contents& was, const Contents& now, DType dtype,
+                                  int64_t first) const {
+  if (!values_) return absl::StrFormat("first at %d (provenance)", first);
+  return absl::StrFormat("first at %d: %g -> %g", first,
+                         LoadAsFloat(dtype, was.bytes.data(), first),
+                         LoadAsFloat(dtype, now.bytes.data(), first));
 }
 
 absl::Status Replayer::Fill(const Step& step) {
@@ -242,11 +277,23 @@ absl::Status Replayer::Fill(const Step& step) {
   for (auto [i, n] : iterations_) its.push_back(i);
   const uint64_t step_seed = FillStepSeed(step.seed, its);
   for (int rank = 0; rank < s_.world; ++rank) {
-    buf_.resize(decl.bytes());
-    FillElements(decl.dtype, step.fill_kind, step.lo, step.hi, FillKey(seed_, step_seed, rank),
-                 absl::MakeSpan(buf_));
+    const uint64_t key = FillKey(seed_, step_seed, rank);
     const TensorView& v = live_[step.tensor].views[rank];
-    if (absl::Status s = d_->Write(v.mem.Slice(0, v.bytes()), buf_); !s.ok()) return Failed(s);
+    const MemRef mem = v.mem.Slice(0, v.bytes());
+    if (!values_) {
+      // The fill's contents are a function of exactly these parameters (common/fill.h).
+      uint64_t lo_bits, hi_bits;
+      std::memcpy(&lo_bits, &step.lo, 8);
+      std::memcpy(&hi_bits, &step.hi, 8);
+      const uint64_t content =
+          MakeOrigin({static_cast<uint64_t>(decl.dtype), static_cast<uint64_t>(step.fill_kind),
+                      lo_bits, hi_bits, key, decl.bytes()});
+      if (absl::Status s = d_->WriteShadow(mem, content); !s.ok()) return Failed(s);
+      continue;
+    }
+    buf_.bytes.resize(decl.bytes());
+    FillElements(decl.dtype, step.fill_kind, step.lo, step.hi, key, absl::MakeSpan(buf_.bytes));
+    if (absl::Status s = d_->Write(mem, buf_.bytes); !s.ok()) return Failed(s);
   }
   return absl::OkStatus();
 }
@@ -281,12 +328,11 @@ absl::Status Replayer::AllReduce(const Step& step) {
   }
   const LiveTensor& out = live_.at(rec.output);
   if (absl::Status s = ReadInto(out.views[0], &buf0_); !s.ok()) return s;
-  rec.hash = Xxh64(buf0_);
-  const int elem_bytes = DTypeBytes(out.decl->dtype);
+  rec.hash = values_ ? Xxh64(buf0_.bytes) : ProvenanceDigest(buf0_.provenance);
   for (int rank = 1; rank < s_.world; ++rank) {
     if (absl::Status s = ReadInto(out.views[rank], &buf_); !s.ok()) return s;
     int64_t first = 0;
-    const int64_t changed = CountChangedElems(buf0_, buf_, elem_bytes, &first);
+    const int64_t changed = CountChanged(buf0_, buf_, out.decl->dtype, &first);
     if (changed == 0) continue;
     rec.rank_consistent = false;
     r_.rank_consistent = false;
@@ -330,7 +376,7 @@ absl::Status Replayer::Retain(const Step& step) {
   ret.origin = step_text_;
   ret.snapshot.resize(s_.world);
   // Reuse the buffers of ended retentions: zero-filling fresh ones costs as much as the copy.
-  for (std::vector<uint8_t>& buf : ret.snapshot) {
+  for (Contents& buf : ret.snapshot) {
     if (snapshot_pool_.empty()) break;
     buf = std::move(snapshot_pool_.back());
     snapshot_pool_.pop_back();
@@ -347,7 +393,7 @@ absl::Status Replayer::Retain(const Step& step) {
 void Replayer::EndRetention(const std::string& name) {
   auto it = retained_.find(name);
   if (it == retained_.end()) return;
-  for (std::vector<uint8_t>& buf : it->second.snapshot) snapshot_pool_.push_back(std::move(buf));
+  for (Contents& buf : it->second.snapshot) snapshot_pool_.push_back(std::move(buf));
   retained_.erase(it);
 }
 
@@ -357,19 +403,16 @@ absl::Status Replayer::VerifyRetained() {
     for (int rank = 0; rank < s_.world; ++rank) {
       if (absl::Status s = ReadInto(t.views[rank], &buf_); !s.ok()) return s;
       int64_t first = 0;
-      const int64_t changed =
-          CountChangedElems(ret.snapshot[rank], buf_, DTypeBytes(t.decl->dtype), &first);
+      const int64_t changed = CountChanged(ret.snapshot[rank], buf_, t.decl->dtype, &first);
       if (changed <= ret.max_changed[rank]) continue;
       if (ret.max_changed[rank] == 0) {
         ReplayFinding f = NewFinding(ReplayFindingKind::kRetainedMismatch, rank);
         f.storage = {{name, t.views[rank].mem}};
         f.elems = changed;
         f.of_elems = t.decl->elems();
-        const float was = LoadAsFloat(t.decl->dtype, ret.snapshot[rank].data(), first);
-        const float now = LoadAsFloat(t.decl->dtype, buf_.data(), first);
-        f.detail = absl::StrFormat(
-            "retained '%s' (retained by %s) changed in %d of %d elements; first at %d: %g -> %g",
-            name, ret.origin, changed, t.decl->elems(), first, was, now);
+        f.detail = absl::StrFormat("retained '%s' (retained by %s) changed in %d of %d elements; %s",
+                                   name, ret.origin, changed, t.decl->elems(),
+                                   FirstChange(ret.snapshot[rank], buf_, t.decl->dtype, first));
         AddFinding(std::move(f));
       }
       r_.retained_mismatches_by_rank[rank] += changed - ret.max_changed[rank];
@@ -387,7 +430,7 @@ absl::Status Replayer::ExpectEqual(const Step& step) {
     if (absl::Status s = ReadInto(a.views[rank], &buf0_); !s.ok()) return s;
     if (absl::Status s = ReadInto(b.views[rank], &buf_); !s.ok()) return s;
     int64_t first = 0;
-    const int64_t changed = CountChangedElems(buf0_, buf_, DTypeBytes(a.decl->dtype), &first);
+    const int64_t changed = CountChanged(buf0_, buf_, a.decl->dtype, &first);
     if (changed == 0) continue;
     ReplayFinding f = NewFinding(ReplayFindingKind::kExpectEqual, rank);
     f.storage = {{step.a, a.views[rank].mem}, {step.b, b.views[rank].mem}};

@@ -8,7 +8,8 @@
 //   - frees succeed: releasing a default-form result returns an allocation of its own.
 // Any violation is a ReplayFinding and makes the verdict FAIL. The same scenario replays unchanged
 // on SimDevice and CudaDevice; the output hash of each all-reduce (common/hash.h) is computed from
-// the bytes read back, so it compares across devices.
+// the bytes read back, so it compares across devices. On a shadow device (no payload) the same
+// checks compare provenance instead of bytes.
 #ifndef DMALAB_COMMON_REPLAY_H_
 #define DMALAB_COMMON_REPLAY_H_
 
@@ -80,7 +81,9 @@ struct AllReduceRecord {
   AllReduceForm form = AllReduceForm::kDefault;
   int64_t elems = 0;
   uint64_t bytes = 0;
-  uint64_t hash = 0;  // Xxh64 of rank 0's output bytes
+  // Values devices: Xxh64 of rank 0's output bytes. Shadow devices: ProvenanceDigest of its
+  // provenance (common/provenance.h).
+  uint64_t hash = 0;
   bool rank_consistent = true;
 };
 
@@ -88,6 +91,10 @@ struct ReplayReport {
   std::string scenario;
   std::string file;
   std::string device;
+  // "values" or "shadow" (Device::HoldsValues). In the shadow fidelity every comparison is of
+  // provenance: an element counts as changed, or as differing between ranks, when its provenance
+  // differs (an upper bound of what values would show; common/provenance.h).
+  std::string fidelity = "values";
   int world = 0;
   std::string wire;
   std::string faults;  // FaultSet::ToString()

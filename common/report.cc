@@ -26,6 +26,11 @@ std::string FormatStorage(const MemRef& mem) {
                          mem.alloc_id);
 }
 
+// The output hash: of bytes, or (shadow fidelity) of provenance.
+std::string OutputHash(const ReplayReport& r, uint64_t hash) {
+  return r.fidelity == "values" ? HashString(hash) : absl::StrFormat("provenance:%016x", hash);
+}
+
 std::string SummaryLine(const ReplayReport& r) {
   return absl::StrFormat(
       "pointer_alias=%s  retained_mismatches=%s / %s  rank_consistent=%s  status=%s",
@@ -36,13 +41,14 @@ std::string SummaryLine(const ReplayReport& r) {
 std::string FormatReportText(const ReplayReport& r) {
   std::string out;
   absl::StrAppendFormat(&out, "scenario %s (%s)\n", r.scenario, r.file);
-  absl::StrAppendFormat(&out, "device=%s world=%d wire=%s faults=%s seed=%d steps=%d\n", r.device,
-                        r.world, r.wire, r.faults, r.seed, r.steps_executed);
+  absl::StrAppendFormat(&out, "device=%s fidelity=%s world=%d wire=%s faults=%s seed=%d steps=%d\n",
+                        r.device, r.fidelity, r.world, r.wire, r.faults, r.seed,
+                        r.steps_executed);
   for (const AllReduceRecord& a : r.all_reduces) {
     absl::StrAppendFormat(&out, "step %d %s: %s -> %s (%s) %s elems %s bytes hash=%s%s\n",
                           a.step_index, a.step, a.input, a.output, AllReduceFormName(a.form),
                           WithThousands(a.elems), WithThousands(static_cast<int64_t>(a.bytes)),
-                          HashString(a.hash), a.rank_consistent ? "" : " RANKS DIFFER");
+                          OutputHash(r, a.hash), a.rank_consistent ? "" : " RANKS DIFFER");
   }
   for (const ReplayFinding& f : r.findings) {
     std::vector<std::string> storage;
@@ -84,6 +90,7 @@ std::string FormatReportJson(const ReplayReport& r) {
   JsonWriter w;
   w.BeginObject();
   w.Key("scenario").String(r.scenario).Key("file").String(r.file).Key("device").String(r.device);
+  w.Key("fidelity").String(r.fidelity);
   w.Key("world").Int(r.world).Key("wire").String(r.wire).Key("faults").String(r.faults);
   w.Key("seed").UInt(r.seed).Key("steps_executed").Int(r.steps_executed);
   w.Key("all_reduces").BeginArray();
@@ -93,7 +100,7 @@ std::string FormatReportJson(const ReplayReport& r) {
     w.Key("input").String(a.input).Key("output").String(a.output);
     w.Key("form").String(AllReduceFormName(a.form));
     w.Key("elems").Int(a.elems).Key("bytes").UInt(a.bytes);
-    w.Key("hash").String(HashString(a.hash)).Key("rank_consistent").Bool(a.rank_consistent);
+    w.Key("hash").String(OutputHash(r, a.hash)).Key("rank_consistent").Bool(a.rank_consistent);
     w.EndObject();
   }
   w.EndArray();

@@ -16,6 +16,8 @@ std::string_view FindingKindName(FindingKind kind) {
       return "out-of-bounds";
     case FindingKind::kDeadlock:
       return "deadlock";
+    case FindingKind::kShadowUnknownWord:
+      return "shadow-unknown-word";
   }
   return "?";
 }

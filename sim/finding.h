@@ -8,7 +8,14 @@
 
 namespace dmalab {
 
-enum class FindingKind { kRace, kUseAfterFree, kUseAfterReuse, kOutOfBounds, kDeadlock };
+enum class FindingKind {
+  kRace,
+  kUseAfterFree,
+  kUseAfterReuse,
+  kOutOfBounds,
+  kDeadlock,
+  kShadowUnknownWord,  // shadow fidelity: a flag load from a word whose value it cannot know
+};
 
 std::string_view FindingKindName(FindingKind kind);
 
@@ -34,7 +41,7 @@ class FindingLog {
 
  private:
   std::vector<Finding> findings_;
-  int counts_[5] = {};
+  int counts_[6] = {};
 };
 
 }  // namespace dmalab

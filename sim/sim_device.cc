@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/hash.h"
 #include "common/reduce_host.h"
 
 namespace dmalab {
@@ -13,7 +14,25 @@ namespace {
 
 constexpr int kHostTimeline = 0;
 
+// Host writes up to this size keep their words' values in the shadow fidelity (flag words are
+// written so); larger ones keep only their provenance.
+constexpr uint64_t kShadowKeptWriteBytes = 64 << 10;
+
+// Tags that keep the origins of different kinds of data apart (MakeOrigin's first value).
+enum OriginTag : uint64_t { kHostBytesTag = 1, kHostContentTag, kWordTag, kReduceTag };
+
 }  // namespace
+
+std::string_view FidelityName(Fidelity fidelity) {
+  return fidelity == Fidelity::kValues ? "values" : "shadow";
+}
+
+absl::StatusOr<Fidelity> ParseFidelity(std::string_view text) {
+  if (text == "values") return Fidelity::kValues;
+  if (text == "shadow") return Fidelity::kShadow;
+  return absl::InvalidArgumentError(
+      absl::StrFormat("fidelity is '%s'; allowed: values, shadow", text));
+}
 
 // Timing: the model sees each op's host enqueue time and, once executed, what it waited for.
 TimedOp::Kind SimDevice::TimedKind(OpKind kind) {
@@ -36,10 +55,11 @@ TimedOp::Kind SimDevice::TimedKind(OpKind kind) {
   return TimedOp::Kind::kFree;
 }
 
-SimDevice::SimDevice(int world, uint64_t seed)
-    : world_(world), seed_(seed), rng_(seed), races_(world) {
+SimDevice::SimDevice(int world, uint64_t seed, Fidelity fidelity)
+    : world_(world), seed_(seed), fidelity_(fidelity), rng_(seed), races_(world) {
+  if (fidelity == Fidelity::kShadow) shadow_.resize(world);
   for (int r = 0; r < world; ++r) {
-    memory_.emplace_back(r, world);
+    memory_.emplace_back(r, world, /*with_payload=*/fidelity == Fidelity::kValues);
     compute_streams_.push_back(static_cast<StreamId>(streams_.size()));
     streams_.push_back(Stream{r, StreamKind::kCompute, "compute", {}, {}});
   }
@@ -64,9 +84,9 @@ absl::Status SimDevice::CheckMem(const MemRef& m, std::string_view what) const {
     return absl::InvalidArgumentError(
         absl::StrFormat("%s is on rank %d; ranks are 0..%d", what, m.rank, world_ - 1));
   }
-  absl::StatusOr<uint8_t*> p = const_cast<SimMemory&>(memory_[m.rank]).Bytes(m.addr, m.bytes);
-  if (!p.ok())
-    return absl::InvalidArgumentError(absl::StrFormat("%s: %s", what, p.status().message()));
+  if (absl::Status s = memory_[m.rank].CheckRange(m.addr, m.bytes); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s: %s", what, s.message()));
+  }
   return absl::OkStatus();
 }
 
@@ -227,12 +247,53 @@ absl::Status SimDevice::WaitFlag(StreamId stream, const MemRef& expected, const 
 }
 
 uint64_t SimDevice::LoadU64(const MemRef& m) {
+  if (fidelity_ == Fidelity::kShadow) {
+    if (std::optional<uint64_t> v = shadow_[m.rank].LoadWord(m.addr)) return *v;
+    if (unknown_words_reported_.insert({m.rank, m.addr}).second) {
+      findings_.Add(FindingKind::kShadowUnknownWord,
+                    absl::StrFormat("%s is read as a flag but was last written by a kernel or a "
+                                    "large host write, whose values the shadow fidelity does not "
+                                    "keep; it reads as 0 here (replay in the values fidelity)",
+                                    DescribeMemory(m.rank, m.addr, m.end())));
+    }
+    return 0;
+  }
   uint64_t v;
   std::memcpy(&v, HostPtr(m), 8);
   return v;
 }
 
-void SimDevice::StoreU64(const MemRef& m, uint64_t v) { std::memcpy(HostPtr(m), &v, 8); }
+void SimDevice::StoreU64(const MemRef& m, uint64_t v) {
+  if (fidelity_ == Fidelity::kShadow) return ShadowStoreU64(m, v);
+  std::memcpy(HostPtr(m), &v, 8);
+}
+
+void SimDevice::ShadowStoreU64(const MemRef& m, uint64_t v) {
+  shadow_[m.rank].Assign(m.addr, m.addr + 8, MakeOrigin({kWordTag, v}), 0);
+  shadow_[m.rank].StoreWord(m.addr, v);
+}
+
+void SimDevice::ShadowCopy(const Op& op) {
+  shadow_[op.dst.rank].CopyFrom(shadow_[op.src.rank], op.src.addr, op.dst.addr, op.dst.bytes);
+}
+
+// A kernel's output is a function of its inputs' contents and of what it computes, never of where
+// they are: its origin mixes the operation with every term's provenance.
+void SimDevice::ShadowReduce(const Op& op) {
+  std::vector<uint64_t> mix = {kReduceTag, static_cast<uint64_t>(op.dtype),
+                               static_cast<uint64_t>(op.dst_operand.codec),
+                               static_cast<uint64_t>(op.elems), op.terms.size()};
+  for (const Operand& t : op.terms) {
+    const Provenance p = shadow_[t.mem.rank].Get(t.mem.addr, t.mem.end());
+    mix.push_back(static_cast<uint64_t>(t.codec));
+    mix.push_back(p.size());
+    for (const ProvenancePiece& piece : p) {
+      mix.insert(mix.end(), {piece.offset, piece.bytes, piece.origin, piece.origin_offset});
+    }
+  }
+  const MemRef& d = op.dst_operand.mem;
+  shadow_[d.rank].Assign(d.addr, d.end(), MakeOrigin(mix), 0);
+}
 
 bool SimDevice::Ready(Stream& /*s*/, Op& op) {
   switch (op.kind) {
@@ -316,17 +377,25 @@ void SimDevice::Execute(StreamId sid, Op& op) {
       CheckLifetime(op.id, op.dst);
       Access(sid, op, op.src, /*write=*/false);
       Access(sid, op, op.dst, /*write=*/true);
-      std::memmove(HostPtr(op.dst), HostPtr(op.src), op.dst.bytes);
+      if (fidelity_ == Fidelity::kShadow) {
+        ShadowCopy(op);
+      } else {
+        std::memmove(HostPtr(op.dst), HostPtr(op.src), op.dst.bytes);
+      }
       break;
     case OpKind::kReduce: {
-      std::vector<HostOperand> terms;
       for (const Operand& t : op.terms) {
         CheckLifetime(op.id, t.mem);
         Access(sid, op, t.mem, /*write=*/false);
-        terms.push_back(HostOperand{HostPtr(t.mem), t.codec});
       }
       CheckLifetime(op.id, op.dst_operand.mem);
       Access(sid, op, op.dst_operand.mem, /*write=*/true);
+      if (fidelity_ == Fidelity::kShadow) {
+        ShadowReduce(op);
+        break;
+      }
+      std::vector<HostOperand> terms;
+      for (const Operand& t : op.terms) terms.push_back(HostOperand{HostPtr(t.mem), t.codec});
       // Arguments were validated at enqueue; the host reference cannot fail here.
       (void)ReduceHost(op.dtype, HostPtr(op.dst_operand.mem), op.dst_operand.codec, terms,
                        op.elems);
@@ -466,8 +535,49 @@ absl::Status SimDevice::Write(const MemRef& dst, absl::Span<const uint8_t> bytes
   CheckLifetime(-1, dst);
   races_.Write(dst.rank, dst.addr, dst.end(),
                dmalab::Access{kHostTimeline, host_clock_.Get(kHostTimeline), -1}, host_clock_);
-  std::memcpy(HostPtr(dst), bytes.data(), bytes.size());
+  if (fidelity_ == Fidelity::kValues) {
+    std::memcpy(HostPtr(dst), bytes.data(), bytes.size());
+    return absl::OkStatus();
+  }
+  // Shadow: the bytes' contents name their origin; small writes keep their words' values.
+  shadow_[dst.rank].Assign(dst.addr, dst.end(), MakeOrigin({kHostBytesTag, Xxh64(bytes)}), 0);
+  if (dst.bytes <= kShadowKeptWriteBytes && dst.addr % 8 == 0) {
+    for (uint64_t at = 0; at + 8 <= dst.bytes; at += 8) {
+      uint64_t v;
+      std::memcpy(&v, bytes.data() + at, 8);
+      shadow_[dst.rank].StoreWord(dst.addr + at, v);
+    }
+  }
   return absl::OkStatus();
+}
+
+absl::Status SimDevice::CheckShadowCall(std::string_view what, const MemRef& m) const {
+  if (fidelity_ != Fidelity::kShadow) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("%s: the simulator runs in the values fidelity; it keeps bytes, not "
+                        "provenance (use Read and Write)",
+                        what));
+  }
+  return CheckMem(m, what);
+}
+
+absl::Status SimDevice::WriteShadow(const MemRef& dst, uint64_t content) {
+  if (absl::Status s = Synchronize(); !s.ok()) return s;
+  if (absl::Status s = CheckShadowCall("shadow write dst", dst); !s.ok()) return s;
+  CheckLifetime(-1, dst);
+  races_.Write(dst.rank, dst.addr, dst.end(),
+               dmalab::Access{kHostTimeline, host_clock_.Get(kHostTimeline), -1}, host_clock_);
+  shadow_[dst.rank].Assign(dst.addr, dst.end(), MakeOrigin({kHostContentTag, content}), 0);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Provenance> SimDevice::ReadProvenance(const MemRef& src) {
+  if (absl::Status s = Synchronize(); !s.ok()) return s;
+  if (absl::Status s = CheckShadowCall("provenance read src", src); !s.ok()) return s;
+  CheckLifetime(-1, src);
+  races_.Read(src.rank, src.addr, src.end(),
+              dmalab::Access{kHostTimeline, host_clock_.Get(kHostTimeline), -1}, host_clock_);
+  return shadow_[src.rank].Get(src.addr, src.end());
 }
 
 absl::Status SimDevice::Read(const MemRef& src, absl::Span<uint8_t> bytes) {
@@ -476,6 +586,12 @@ absl::Status SimDevice::Read(const MemRef& src, absl::Span<uint8_t> bytes) {
   if (bytes.size() != src.bytes) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "read: src is %d bytes, buffer is %d; must match", src.bytes, bytes.size()));
+  }
+  if (fidelity_ == Fidelity::kShadow) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "read of %s: the shadow fidelity keeps no values (read provenance, or replay in the "
+        "values fidelity)",
+        DescribeMemory(src.rank, src.addr, src.end())));
   }
   CheckLifetime(-1, src);
   races_.Read(src.rank, src.addr, src.end(),

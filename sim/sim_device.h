@@ -4,7 +4,12 @@
 // Enqueued work runs when the host synchronizes (Synchronize, Read, Write). Then the scheduler
 // repeatedly picks one stream whose next operation can run and runs it; which one is the
 // seed's choice, so one seed fixes the whole interleaving and the same seed gives the same
-// bytes and the same findings. Values fidelity: real bytes and the host reference arithmetic.
+// bytes and the same findings.
+//
+// Two fidelities. Values: real bytes and the host reference arithmetic, bit-identical to the CUDA
+// kernels. Shadow: no payload, only each byte's provenance (common/provenance.h,
+// sim/shadow_memory.h), so whole-model scenarios replay in a fraction of the time; Read fails,
+// ReadProvenance and WriteShadow work, and every checker below works the same.
 //
 // Checkers: happens-before races on byte intervals (vector clocks per stream; events snapshot
 // and waits join; flag stores release and satisfied flag waits acquire), use after free and use
@@ -24,8 +29,10 @@
 #include <vector>
 
 #include "common/device.h"
+#include "common/provenance.h"
 #include "sim/finding.h"
 #include "sim/race_checker.h"
+#include "sim/shadow_memory.h"
 #include "sim/sim_memory.h"
 #include "sim/timing_model.h"
 #include "sim/topology.h"
@@ -33,9 +40,16 @@
 
 namespace dmalab {
 
+enum class Fidelity { kValues, kShadow };
+
+// "values", "shadow".
+std::string_view FidelityName(Fidelity fidelity);
+// Parses a FidelityName; the error names what was found and what is allowed.
+absl::StatusOr<Fidelity> ParseFidelity(std::string_view text);
+
 class SimDevice : public Device {
  public:
-  SimDevice(int world, uint64_t seed);
+  SimDevice(int world, uint64_t seed, Fidelity fidelity = Fidelity::kValues);
   ~SimDevice() override;
 
   int world_size() const override { return world_; }
@@ -63,6 +77,12 @@ class SimDevice : public Device {
   absl::Status Write(const MemRef& dst, absl::Span<const uint8_t> bytes) override;
   absl::Status Read(const MemRef& src, absl::Span<uint8_t> bytes) override;
   void SetContext(std::string_view context) override { context_ = std::string(context); }
+  bool HoldsValues() const override { return fidelity_ == Fidelity::kValues; }
+  // Shadow fidelity only.
+  absl::Status WriteShadow(const MemRef& dst, uint64_t content) override;
+  absl::StatusOr<Provenance> ReadProvenance(const MemRef& src) override;
+
+  Fidelity fidelity() const { return fidelity_; }
 
   uint64_t seed() const { return seed_; }
   const FindingLog& findings() const { return findings_; }
@@ -121,14 +141,21 @@ class SimDevice : public Device {
   uint64_t LoadU64(const MemRef& m);
   void StoreU64(const MemRef& m, uint64_t v);
   uint8_t* HostPtr(const MemRef& m);
+  void ShadowCopy(const Op& op);
+  void ShadowReduce(const Op& op);
+  void ShadowStoreU64(const MemRef& m, uint64_t v);
+  absl::Status CheckShadowCall(std::string_view what, const MemRef& m) const;
   std::string DeadlockReport();
   static TimedOp::Kind TimedKind(OpKind kind);
   void Time(StreamId sid, const Op& op);
 
   int world_;
   uint64_t seed_;
+  Fidelity fidelity_;
   std::mt19937_64 rng_;
   std::vector<SimMemory> memory_;
+  std::vector<ShadowMemory> shadow_;  // shadow fidelity: per rank
+  std::set<std::pair<int, uint64_t>> unknown_words_reported_;
   std::vector<Stream> streams_;
   std::vector<StreamId> compute_streams_;
   std::vector<Event> events_;

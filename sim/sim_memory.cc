@@ -16,8 +16,11 @@ constexpr uint8_t kFreshByte = 0xff;
 
 }  // namespace
 
-SimMemory::SimMemory(int rank, int world)
-    : rank_(rank), world_(world), next_id_(static_cast<uint64_t>(rank) + 1) {}
+SimMemory::SimMemory(int rank, int world, bool with_payload)
+    : rank_(rank),
+      world_(world),
+      with_payload_(with_payload),
+      next_id_(static_cast<uint64_t>(rank) + 1) {}
 
 void SimMemory::InsertFree(uint64_t addr) { free_.insert({blocks_.at(addr).bytes, addr}); }
 void SimMemory::EraseFree(uint64_t addr) { free_.erase({blocks_.at(addr).bytes, addr}); }
@@ -44,8 +47,11 @@ absl::StatusOr<MemRef> SimMemory::Allocate(uint64_t bytes, std::string_view tag)
     const uint64_t seg_bytes = RoundUp(size, kSegmentAlign);
     addr = next_segment_addr_;
     next_segment_addr_ += seg_bytes;
-    Segment seg{seg_bytes, std::make_unique<uint8_t[]>(seg_bytes)};
-    std::memset(seg.data.get(), kFreshByte, seg_bytes);
+    Segment seg{seg_bytes, nullptr};
+    if (with_payload_) {
+      seg.data = std::make_unique<uint8_t[]>(seg_bytes);
+      std::memset(seg.data.get(), kFreshByte, seg_bytes);
+    }
     segments_.emplace(addr, std::move(seg));
     blocks_[addr] = Block{size, addr, 0};
     if (seg_bytes > size) {
@@ -93,16 +99,26 @@ absl::Status SimMemory::Free(const MemRef& m, std::string_view context) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<uint8_t*> SimMemory::Bytes(uint64_t addr, uint64_t bytes) {
+absl::Status SimMemory::CheckRange(uint64_t addr, uint64_t bytes) const {
   auto it = segments_.upper_bound(addr);
   if (it != segments_.begin()) {
     --it;
     if (addr >= it->first && addr + bytes <= it->first + it->second.bytes) {
-      return it->second.data.get() + (addr - it->first);
+      return absl::OkStatus();
     }
   }
   return absl::OutOfRangeError(absl::StrFormat("rank %d: [0x%x, 0x%x) is not inside device memory",
                                                rank_, addr, addr + bytes));
+}
+
+absl::StatusOr<uint8_t*> SimMemory::Bytes(uint64_t addr, uint64_t bytes) {
+  if (absl::Status s = CheckRange(addr, bytes); !s.ok()) return s;
+  if (!with_payload_) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("rank %d: the shadow fidelity holds no payload", rank_));
+  }
+  auto it = std::prev(segments_.upper_bound(addr));
+  return it->second.data.get() + (addr - it->first);
 }
 
 const AllocationInfo* SimMemory::Find(uint64_t id) const {

@@ -30,15 +30,18 @@ struct AllocationInfo {
 class SimMemory {
  public:
   // Allocation ids are unique across ranks: rank r hands out ids r+1, r+1+world, ...
-  SimMemory(int rank, int world);
+  // Without payload (the shadow fidelity) segments hold no bytes and Bytes() fails.
+  SimMemory(int rank, int world, bool with_payload = true);
 
   // Allocates `bytes` (rounded up to 512) reusing a freed block when one fits.
   absl::StatusOr<MemRef> Allocate(uint64_t bytes, std::string_view tag);
   // Returns the block to the free pool (it may be handed out again at once).
   absl::Status Free(const MemRef& allocation, std::string_view context);
 
+  // An error when [addr, addr + bytes) is not inside one segment of this rank.
+  absl::Status CheckRange(uint64_t addr, uint64_t bytes) const;
   // Host pointer to [addr, addr + bytes), or an error when the range is not inside one
-  // segment of this rank.
+  // segment of this rank or the memory holds no payload.
   absl::StatusOr<uint8_t*> Bytes(uint64_t addr, uint64_t bytes);
 
   const AllocationInfo* Find(uint64_t id) const;
@@ -52,7 +55,7 @@ class SimMemory {
  private:
   struct Segment {
     uint64_t bytes;
-    std::unique_ptr<uint8_t[]> data;
+    std::unique_ptr<uint8_t[]> data;  // null without payload
   };
   struct Block {
     uint64_t bytes;
@@ -64,6 +67,7 @@ class SimMemory {
 
   int rank_;
   int world_;
+  bool with_payload_;
   uint64_t next_id_;
   uint64_t next_segment_addr_ = kBaseAddress;
   std::map<uint64_t, Segment> segments_;            // by start address

@@ -27,6 +27,9 @@ ABSL_FLAG(uint64_t, seed, 0,
           "simulator seed: fixes every scheduling choice (replay: default the scenario's seed; "
           "demo, sweep: default 1)");
 ABSL_FLAG(std::string, backend, "sim", "replay, sweep: sim (CPU simulator) or hw (CUDA GPUs)");
+ABSL_FLAG(std::string, fidelity, "values",
+          "replay, zoo, sweep (sim): values (real bytes and arithmetic) or shadow (no payload, "
+          "only each byte's provenance: much faster, no numeric checks)");
 ABSL_FLAG(int, gpus, 1, "replay, sweep, calibrate (hw): number of GPUs the ranks spread over");
 ABSL_FLAG(std::string, json, "", "replay, sweep: also write the report as JSON to this path");
 ABSL_FLAG(std::string, dump, "",
@@ -64,8 +67,8 @@ commands:
   replay  replay a scenario (scenarios/*.yaml) and check what a model relies on: retained
           values unchanged, no two live results sharing storage, ranks bit-identical
           e.g. dmalab replay scenarios/glm52_tp4_layer0_residual.yaml --inject=persistent-output
-          flags: --backend=sim|hw --seed=N --inject=NAME --json=PATH --dump=DIR --gpus=N
-                 --seeds=N (sweep seeds 1..N) --check-determinism
+          flags: --backend=sim|hw --fidelity=values|shadow --seed=N --inject=NAME --json=PATH
+                 --dump=DIR --gpus=N --seeds=N (sweep seeds 1..N) --check-determinism
   demo    run the DMA ring all-reduce on the simulator over a range of sizes and print a table:
           wrong elements against the exact sum, rank consistency, checker findings
           e.g. dmalab demo --ranks=4 --dtype=bf16 --b=1M --e=16M --f=4 --seed=1
@@ -284,6 +287,7 @@ int main(int argc, char** argv) {
     }
     c.file = rest[1];
     c.backend = absl::GetFlag(FLAGS_backend);
+    c.fidelity = absl::GetFlag(FLAGS_fidelity);
     if (absl::GetFlag(FLAGS_seed) != 0) c.seed = absl::GetFlag(FLAGS_seed);
     c.inject = absl::GetFlag(FLAGS_inject);
     c.json_path = absl::GetFlag(FLAGS_json);
@@ -303,8 +307,17 @@ int main(int argc, char** argv) {
   if (command == "sweep") return dmalab::RunSweepCommand(dmalab::SweepFlags());
   if (command == "calibrate")
     return dmalab::RunCalibrateCommand(dmalab::CalibrateFlags(argc, argv));
-  if (command == "zoo")
-    return dmalab::RunZooCommand({absl::GetFlag(FLAGS_seeds) ? absl::GetFlag(FLAGS_seeds) : 20});
+  if (command == "zoo") {
+    dmalab::ZooOptions options;
+    options.seeds = absl::GetFlag(FLAGS_seeds) ? absl::GetFlag(FLAGS_seeds) : 20;
+    absl::StatusOr<dmalab::Fidelity> fidelity = dmalab::ParseFidelity(absl::GetFlag(FLAGS_fidelity));
+    if (!fidelity.ok()) {
+      std::fprintf(stderr, "dmalab zoo: --%s\n", std::string(fidelity.status().message()).c_str());
+      return 2;
+    }
+    options.fidelity = *fidelity;
+    return dmalab::RunZooCommand(options);
+  }
   std::fprintf(stderr, "dmalab: unknown command '%s'; run `dmalab help`\n", command.c_str());
   return 2;
 }

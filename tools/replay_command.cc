@@ -26,9 +26,9 @@ int BadInput(const std::string& message) {
   return 2;
 }
 
-absl::StatusOr<std::unique_ptr<Device>> MakeDevice(const ReplayCommand& c, int world,
-                                                   uint64_t seed) {
-  if (c.backend == "sim") return std::unique_ptr<Device>(new SimDevice(world, seed));
+absl::StatusOr<std::unique_ptr<Device>> MakeDevice(const ReplayCommand& c, Fidelity fidelity,
+                                                   int world, uint64_t seed) {
+  if (c.backend == "sim") return std::unique_ptr<Device>(new SimDevice(world, seed, fidelity));
   if (c.backend == "hw") {
 #ifdef DMALAB_HAVE_CUDA
     absl::StatusOr<std::unique_ptr<CudaDevice>> d = CudaDevice::Create(world, c.gpus);
@@ -59,11 +59,12 @@ absl::Status Dump(Device& device, const std::string& dir, const std::string& nam
 }
 
 // --seeds=N: seeds 1..N, one line per failing seed, then a summary. Exit 1 if any failed.
-int RunSeedSweep(const Scenario& scenario, const FaultSet& faults, const ReplayCommand& c) {
+int RunSeedSweep(const Scenario& scenario, const FaultSet& faults, const ReplayCommand& c,
+                 Fidelity fidelity) {
   const auto start = std::chrono::steady_clock::now();
   std::vector<int> failing;
   for (int seed = 1; seed <= c.seeds; ++seed) {
-    absl::StatusOr<ReplayReport> r = ReplayOnSim(scenario, faults, seed, c.pieces);
+    absl::StatusOr<ReplayReport> r = ReplayOnSim(scenario, faults, seed, c.pieces, fidelity);
     if (!r.ok()) return BadInput(std::string(r.status().message()));
     if (r->pass()) continue;
     failing.push_back(seed);
@@ -73,17 +74,19 @@ int RunSeedSweep(const Scenario& scenario, const FaultSet& faults, const ReplayC
                 f.detail.substr(0, 200).c_str());
   }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("seeds 1..%d: %zu failing%s, inject %s, %.1f s, status=%s\n", c.seeds, failing.size(),
+  std::printf("seeds 1..%d: %zu failing%s, inject %s, fidelity %s, %.1f s, status=%s\n", c.seeds,
+              failing.size(),
               failing.empty() ? "" : absl::StrFormat(" (first seed %d)", failing[0]).c_str(),
-              faults.ToString().c_str(), s, failing.empty() ? "PASS" : "FAIL");
+              faults.ToString().c_str(), c.fidelity.c_str(), s, failing.empty() ? "PASS" : "FAIL");
   return failing.empty() ? 0 : 1;
 }
 
 // --check-determinism: the same seed twice must give the same report, byte for byte.
-int CheckDeterminism(const Scenario& scenario, const FaultSet& faults, uint64_t seed, int pieces) {
+int CheckDeterminism(const Scenario& scenario, const FaultSet& faults, uint64_t seed, int pieces,
+                     Fidelity fidelity) {
   std::string text[2];
   for (std::string& t : text) {
-    absl::StatusOr<ReplayReport> r = ReplayOnSim(scenario, faults, seed, pieces);
+    absl::StatusOr<ReplayReport> r = ReplayOnSim(scenario, faults, seed, pieces, fidelity);
     if (!r.ok()) return BadInput(std::string(r.status().message()));
     t = FormatReportText(*r) + FormatReportJson(*r);
   }
@@ -113,9 +116,19 @@ int RunReplayCommand(const ReplayCommand& c) {
   if ((c.seeds > 0 || c.check_determinism) && c.backend != "sim") {
     return BadInput("--seeds and --check-determinism need --backend=sim");
   }
-  if (c.check_determinism) return CheckDeterminism(*scenario, *faults, seed, c.pieces);
-  if (c.seeds > 0) return RunSeedSweep(*scenario, *faults, c);
-  absl::StatusOr<std::unique_ptr<Device>> device = MakeDevice(c, scenario->world, seed);
+  absl::StatusOr<Fidelity> fidelity = ParseFidelity(c.fidelity);
+  if (!fidelity.ok()) return BadInput(absl::StrFormat("--%s", fidelity.status().message()));
+  if (*fidelity == Fidelity::kShadow && c.backend != "sim") {
+    return BadInput(absl::StrFormat(
+        "--fidelity=shadow needs --backend=sim; --backend is '%s', which holds values", c.backend));
+  }
+  if (*fidelity == Fidelity::kShadow && !c.dump_dir.empty()) {
+    return BadInput("--dump needs values; the shadow fidelity keeps none (drop --fidelity=shadow)");
+  }
+  if (c.check_determinism) return CheckDeterminism(*scenario, *faults, seed, c.pieces, *fidelity);
+  if (c.seeds > 0) return RunSeedSweep(*scenario, *faults, c, *fidelity);
+  absl::StatusOr<std::unique_ptr<Device>> device =
+      MakeDevice(c, *fidelity, scenario->world, seed);
   if (!device.ok()) return BadInput(std::string(device.status().message()));
   if (!c.dump_dir.empty()) {
     std::error_code ec;

@@ -11,6 +11,7 @@ namespace dmalab {
 struct ReplayCommand {
   std::string file;
   std::string backend = "sim";   // "sim" or "hw"
+  std::string fidelity = "values";  // sim: "values" or "shadow" (no payload: provenance only)
   std::optional<uint64_t> seed;  // simulator scheduling seed; default: the scenario's seed
   std::string inject;            // comma-separated fault names
   std::string json_path;         // write the JSON report here when set

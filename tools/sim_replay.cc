@@ -8,8 +8,8 @@
 namespace dmalab {
 
 absl::StatusOr<ReplayReport> ReplayOnSim(const Scenario& scenario, const FaultSet& faults,
-                                         uint64_t seed, int pieces) {
-  SimDevice device(scenario.world, seed);
+                                         uint64_t seed, int pieces, Fidelity fidelity) {
+  SimDevice device(scenario.world, seed, fidelity);
   ReplayOptions options;
   options.faults = faults;
   options.pieces = pieces;

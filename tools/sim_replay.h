@@ -11,14 +11,17 @@
 #include "common/faults.h"
 #include "common/replay.h"
 #include "common/scenario.h"
+#include "sim/sim_device.h"
 
 namespace dmalab {
 
-// Replays `scenario` on a fresh SimDevice seeded with `seed` (every scheduling choice), with the
+// Replays `scenario` on a fresh SimDevice of `fidelity` seeded with `seed` (every scheduling
+// choice), with the
 // simulator's own checkers (races, use after free or reuse, deadlock) polled into the report.
 // An error is bad input (the scenario cannot run, an all-reduce rejects its arguments).
 absl::StatusOr<ReplayReport> ReplayOnSim(const Scenario& scenario, const FaultSet& faults,
-                                         uint64_t seed, int pieces = 2);
+                                         uint64_t seed, int pieces = 2,
+                                         Fidelity fidelity = Fidelity::kValues);
 
 // The checker that made a finding: the simulator checker's kind for device findings ("race",
 // "use_after_free", ...), else the replay check ("retained_mismatch", "rank_inconsistent", ...).

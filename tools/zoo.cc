@@ -53,10 +53,11 @@ const std::vector<ZooCase>& Catalog() {
 
 // W=3: an in-place all-reduce, then the caller adds into the reduced tensor on each rank's
 // compute stream without synchronizing; the checker names of what the simulator found.
-absl::StatusOr<std::set<std::string>> RunInPlaceThenAdd(const FaultSet& faults, uint64_t seed) {
+absl::StatusOr<std::set<std::string>> RunInPlaceThenAdd(const FaultSet& faults, uint64_t seed,
+                                                        Fidelity fidelity) {
   constexpr int kWorld = 3;
   constexpr int64_t kElems = kWorld * 8 * 128;
-  SimDevice dev(kWorld, seed);
+  SimDevice dev(kWorld, seed, fidelity);
   DmaAllReduceOptions options;
   options.max_bytes = kElems * 2;
   options.faults = faults;
@@ -90,9 +91,10 @@ absl::StatusOr<std::set<std::string>> RunInPlaceThenAdd(const FaultSet& faults, 
 // One run of a zoo case: the checker names of its findings (empty: clean).
 absl::StatusOr<std::set<std::string>> RunCase(const std::map<std::string, Scenario>& scenarios,
                                               const std::string& name, const FaultSet& faults,
-                                              uint64_t seed) {
-  if (name == kInPlaceThenAdd) return RunInPlaceThenAdd(faults, seed);
-  absl::StatusOr<ReplayReport> r = ReplayOnSim(scenarios.at(name), faults, seed);
+                                              uint64_t seed, Fidelity fidelity) {
+  if (name == kInPlaceThenAdd) return RunInPlaceThenAdd(faults, seed, fidelity);
+  absl::StatusOr<ReplayReport> r =
+      ReplayOnSim(scenarios.at(name), faults, seed, /*pieces=*/2, fidelity);
   if (!r.ok()) return r.status();
   std::set<std::string> checkers;
   for (const ReplayFinding& f : r->findings) checkers.insert(CheckerOf(f));
@@ -139,7 +141,7 @@ absl::StatusOr<ZooReport> RunZoo(const ZooOptions& options) {
       row.benign = c.benign;
       for (int seed = 1; seed <= options.seeds && !row.detected; ++seed) {
         absl::StatusOr<std::set<std::string>> found =
-            RunCase(scenarios, file, FaultSet().Add(c.fault), seed);
+            RunCase(scenarios, file, FaultSet().Add(c.fault), seed, options.fidelity);
         if (!found.ok()) return found.status();
         ++row.seeds_run;
         if (found->empty()) continue;
@@ -155,7 +157,8 @@ absl::StatusOr<ZooReport> RunZoo(const ZooOptions& options) {
     ZooCleanRow row;
     row.scenario = file;
     for (int seed = 1; seed <= options.seeds; ++seed) {
-      absl::StatusOr<std::set<std::string>> found = RunCase(scenarios, file, FaultSet(), seed);
+      absl::StatusOr<std::set<std::string>> found =
+          RunCase(scenarios, file, FaultSet(), seed, options.fidelity);
       if (!found.ok()) return found.status();
       ++row.seeds_run;
       if (found->empty()) continue;
@@ -168,9 +171,10 @@ absl::StatusOr<ZooReport> RunZoo(const ZooOptions& options) {
   return report;
 }
 
-std::string FormatZooReport(const ZooReport& report, int seeds) {
-  std::string out =
-      absl::StrFormat("# dmalab zoo: every fault injection on the simulator, seeds 1..%d\n", seeds);
+std::string FormatZooReport(const ZooReport& report, const ZooOptions& options) {
+  std::string out = absl::StrFormat(
+      "# dmalab zoo: every fault injection on the simulator (%s fidelity), seeds 1..%d\n",
+      FidelityName(options.fidelity), options.seeds);
   absl::StrAppendFormat(&out, "%-24s %-44s %-11s %-40s %10s %6s\n", "fault", "scenario", "detected",
                         "checker", "first_seed", "seeds");
   int detectable = 0, detected = 0;
@@ -212,7 +216,7 @@ int RunZooCommand(const ZooOptions& options) {
     std::fprintf(stderr, "dmalab zoo: %s\n", std::string(report.status().message()).c_str());
     return 2;
   }
-  std::fputs(FormatZooReport(*report, options.seeds).c_str(), stdout);
+  std::fputs(FormatZooReport(*report, options).c_str(), stdout);
   return report->pass() ? 0 : 1;
 }
 

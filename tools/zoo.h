@@ -11,12 +11,14 @@
 
 #include "absl/status/statusor.h"
 #include "common/faults.h"
+#include "sim/sim_device.h"
 
 namespace dmalab {
 
 struct ZooOptions {
   int seeds = 20;          // seeds 1..seeds: a fault's search budget and the false-positive sweep
   std::string root = ".";  // the repository root; scenario paths are relative to it
+  Fidelity fidelity = Fidelity::kValues;
 };
 
 // One fault against one scenario.
@@ -54,7 +56,7 @@ const std::vector<std::string>& ZooScenarios();
 absl::StatusOr<ZooReport> RunZoo(const ZooOptions& options);
 
 // The table `dmalab zoo` prints.
-std::string FormatZooReport(const ZooReport& report, int seeds);
+std::string FormatZooReport(const ZooReport& report, const ZooOptions& options);
 
 // Returns the exit status: 0 PASS, 1 a fault undetected or a false positive, 2 bad input.
 int RunZooCommand(const ZooOptions& options);

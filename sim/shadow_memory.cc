@@ -1,0 +1,102 @@
+#include "sim/shadow_memory.h"
+
+#include <iterator>
+
+namespace dmalab {
+namespace {
+
+// What bytes nobody wrote hold in the simulator (sim/sim_memory.cc: kFreshByte).
+constexpr uint64_t kFreshWord = ~0ull;
+
+}  // namespace
+
+void ShadowMemory::Split(uint64_t at) {
+  auto it = pieces_.upper_bound(at);
+  if (it == pieces_.begin()) return;
+  --it;
+  if (it->first == at || it->second.end <= at) return;
+  Piece tail{it->second.end, it->second.origin, it->second.origin_offset + (at - it->first)};
+  it->second.end = at;
+  pieces_.emplace_hint(std::next(it), at, tail);
+}
+
+void ShadowMemory::MergeWithPrevious(uint64_t at) {
+  auto it = pieces_.find(at);
+  if (it == pieces_.end() || it == pieces_.begin()) return;
+  auto prev = std::prev(it);
+  if (prev->second.end != at || prev->second.origin != it->second.origin ||
+      prev->second.origin_offset + (at - prev->first) != it->second.origin_offset) {
+    return;
+  }
+  prev->second.end = it->second.end;
+  pieces_.erase(it);
+}
+
+void ShadowMemory::Assign(uint64_t lo, uint64_t hi, uint64_t origin, uint64_t origin_offset) {
+  if (hi <= lo) return;
+  ForgetWords(lo, hi);
+  Split(lo);
+  Split(hi);
+  pieces_.erase(pieces_.lower_bound(lo), pieces_.lower_bound(hi));
+  if (origin != kUnwrittenOrigin) pieces_.emplace(lo, Piece{hi, origin, origin_offset});
+  MergeWithPrevious(hi);
+  MergeWithPrevious(lo);
+}
+
+Provenance ShadowMemory::Get(uint64_t lo, uint64_t hi) const {
+  Provenance out;
+  auto it = pieces_.upper_bound(lo);
+  if (it != pieces_.begin()) --it;
+  uint64_t at = lo;
+  const auto emit = [&](uint64_t end, uint64_t origin, uint64_t origin_offset) {
+    if (end <= at) return;
+    ProvenancePiece p{at - lo, end - at, origin, origin_offset};
+    ProvenancePiece* last = out.empty() ? nullptr : &out.back();
+    if (last != nullptr && last->origin == origin &&
+        last->origin_offset + last->bytes == origin_offset) {
+      last->bytes += p.bytes;  // gaps (unwritten, origin 0) next to unwritten pieces
+    } else {
+      out.push_back(p);
+    }
+    at = end;
+  };
+  for (; it != pieces_.end() && it->first < hi; ++it) {
+    if (it->second.end <= at) continue;
+    if (it->first > at) emit(it->first, kUnwrittenOrigin, 0);
+    const uint64_t start = std::max(it->first, at);
+    emit(std::min(it->second.end, hi), it->second.origin,
+         it->second.origin_offset + (start - it->first));
+  }
+  emit(hi, kUnwrittenOrigin, 0);
+  return out;
+}
+
+void ShadowMemory::CopyFrom(const ShadowMemory& from, uint64_t src, uint64_t dst,
+                            uint64_t bytes) {
+  const Provenance pieces = from.Get(src, src + bytes);
+  std::vector<std::pair<uint64_t, uint64_t>> words;
+  for (auto it = from.words_.lower_bound(src); it != from.words_.end() && it->first + 8 <= src + bytes;
+       ++it) {
+    words.emplace_back(it->first - src + dst, it->second);
+  }
+  for (const ProvenancePiece& p : pieces) {
+    Assign(dst + p.offset, dst + p.offset + p.bytes, p.origin, p.origin_offset);
+  }
+  for (const auto& [addr, value] : words) words_[addr] = value;
+}
+
+void ShadowMemory::StoreWord(uint64_t addr, uint64_t value) { words_[addr] = value; }
+
+std::optional<uint64_t> ShadowMemory::LoadWord(uint64_t addr) const {
+  if (auto it = words_.find(addr); it != words_.end()) return it->second;
+  const Provenance p = Get(addr, addr + 8);
+  if (p.size() == 1 && p[0].origin == kUnwrittenOrigin) return kFreshWord;
+  return std::nullopt;
+}
+
+void ShadowMemory::ForgetWords(uint64_t lo, uint64_t hi) {
+  // A word overlapping the range from below starts at most 7 bytes before it.
+  words_.erase(words_.lower_bound(lo >= 7 ? lo - 7 : 0), words_.lower_bound(hi));
+}
+
+}  // namespace dmalab

@@ -1,0 +1,55 @@
+// The shadow fidelity's memory of one rank (DESIGN.md section 5): no payload, only each byte's
+// provenance (common/provenance.h), plus the values of the 8-byte words that the host or a flag
+// kernel wrote, because flag waits must read them to be scheduled.
+//
+// A word's value is known when the host wrote it in a small write, a flag kernel stored it, or a
+// copy moved a known word; bytes nobody ever wrote read as the simulator's fresh-memory pattern
+// (all ones), as in the values fidelity. Any other word (written by a kernel or a large host
+// write) is unknown, and LoadWord says so instead of guessing.
+#ifndef DMALAB_SIM_SHADOW_MEMORY_H_
+#define DMALAB_SIM_SHADOW_MEMORY_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "common/provenance.h"
+
+namespace dmalab {
+
+class ShadowMemory {
+ public:
+  // Bytes [lo, hi) now hold bytes [origin_offset, ...) of `origin`'s output. Known words in the
+  // range are forgotten.
+  void Assign(uint64_t lo, uint64_t hi, uint64_t origin, uint64_t origin_offset);
+  // The provenance of [lo, hi), offsets relative to lo.
+  Provenance Get(uint64_t lo, uint64_t hi) const;
+  // Copies bytes [src, src + bytes) of `from` (this memory or another rank's) to [dst, ...):
+  // their provenance, and the known words among them.
+  void CopyFrom(const ShadowMemory& from, uint64_t src, uint64_t dst, uint64_t bytes);
+
+  // The 8-byte word at `addr` now holds `value`, written by the host or a flag kernel.
+  void StoreWord(uint64_t addr, uint64_t value);
+  // The word at `addr`, when known (see the file comment).
+  std::optional<uint64_t> LoadWord(uint64_t addr) const;
+
+ private:
+  struct Piece {
+    uint64_t end;
+    uint64_t origin;
+    uint64_t origin_offset;
+  };
+  // Cuts the piece containing `at` (if any) so that a piece starts at `at`.
+  void Split(uint64_t at);
+  // Merges the piece starting at `at` with its predecessor when it continues it.
+  void MergeWithPrevious(uint64_t at);
+  void ForgetWords(uint64_t lo, uint64_t hi);
+
+  std::map<uint64_t, Piece> pieces_;  // by start; gaps were never written
+  std::map<uint64_t, uint64_t> words_;
+};
+
+}  // namespace dmalab
+
+#endif  // DMALAB_SIM_SHADOW_MEMORY_H_
