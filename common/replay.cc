@@ -410,9 +410,9 @@ absl::Status Replayer::VerifyRetained() {
         f.storage = {{name, t.views[rank].mem}};
         f.elems = changed;
         f.of_elems = t.decl->elems();
-        f.detail = absl::StrFormat("retained '%s' (retained by %s) changed in %d of %d elements; %s",
-                                   name, ret.origin, changed, t.decl->elems(),
-                                   FirstChange(ret.snapshot[rank], buf_, t.decl->dtype, first));
+        f.detail = absl::StrFormat(
+            "retained '%s' (retained by %s) changed in %d of %d elements; %s", name, ret.origin,
+            changed, t.decl->elems(), FirstChange(ret.snapshot[rank], buf_, t.decl->dtype, first));
         AddFinding(std::move(f));
       }
       r_.retained_mismatches_by_rank[rank] += changed - ret.max_changed[rank];

@@ -71,12 +71,11 @@ Provenance ShadowMemory::Get(uint64_t lo, uint64_t hi) const {
   return out;
 }
 
-void ShadowMemory::CopyFrom(const ShadowMemory& from, uint64_t src, uint64_t dst,
-                            uint64_t bytes) {
+void ShadowMemory::CopyFrom(const ShadowMemory& from, uint64_t src, uint64_t dst, uint64_t bytes) {
   const Provenance pieces = from.Get(src, src + bytes);
   std::vector<std::pair<uint64_t, uint64_t>> words;
-  for (auto it = from.words_.lower_bound(src); it != from.words_.end() && it->first + 8 <= src + bytes;
-       ++it) {
+  for (auto it = from.words_.lower_bound(src);
+       it != from.words_.end() && it->first + 8 <= src + bytes; ++it) {
     words.emplace_back(it->first - src + dst, it->second);
   }
   for (const ProvenancePiece& p : pieces) {

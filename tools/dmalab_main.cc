@@ -310,7 +310,8 @@ int main(int argc, char** argv) {
   if (command == "zoo") {
     dmalab::ZooOptions options;
     options.seeds = absl::GetFlag(FLAGS_seeds) ? absl::GetFlag(FLAGS_seeds) : 20;
-    absl::StatusOr<dmalab::Fidelity> fidelity = dmalab::ParseFidelity(absl::GetFlag(FLAGS_fidelity));
+    absl::StatusOr<dmalab::Fidelity> fidelity =
+        dmalab::ParseFidelity(absl::GetFlag(FLAGS_fidelity));
     if (!fidelity.ok()) {
       std::fprintf(stderr, "dmalab zoo: --%s\n", std::string(fidelity.status().message()).c_str());
       return 2;

@@ -127,8 +127,7 @@ int RunReplayCommand(const ReplayCommand& c) {
   }
   if (c.check_determinism) return CheckDeterminism(*scenario, *faults, seed, c.pieces, *fidelity);
   if (c.seeds > 0) return RunSeedSweep(*scenario, *faults, c, *fidelity);
-  absl::StatusOr<std::unique_ptr<Device>> device =
-      MakeDevice(c, *fidelity, scenario->world, seed);
+  absl::StatusOr<std::unique_ptr<Device>> device = MakeDevice(c, *fidelity, scenario->world, seed);
   if (!device.ok()) return BadInput(std::string(device.status().message()));
   if (!c.dump_dir.empty()) {
     std::error_code ec;

@@ -10,13 +10,13 @@ namespace dmalab {
 
 struct ReplayCommand {
   std::string file;
-  std::string backend = "sim";   // "sim" or "hw"
+  std::string backend = "sim";      // "sim" or "hw"
   std::string fidelity = "values";  // sim: "values" or "shadow" (no payload: provenance only)
-  std::optional<uint64_t> seed;  // simulator scheduling seed; default: the scenario's seed
-  std::string inject;            // comma-separated fault names
-  std::string json_path;         // write the JSON report here when set
-  std::string dump_dir;          // write every live tensor per rank as .npy here when set
-  int gpus = 1;                  // hw: GPUs the ranks spread over
+  std::optional<uint64_t> seed;     // simulator scheduling seed; default: the scenario's seed
+  std::string inject;               // comma-separated fault names
+  std::string json_path;            // write the JSON report here when set
+  std::string dump_dir;             // write every live tensor per rank as .npy here when set
+  int gpus = 1;                     // hw: GPUs the ranks spread over
   int pieces = 2;
   int seeds = 0;                   // sim: > 0 replays seeds 1..seeds and reports failing seeds
   bool check_determinism = false;  // sim: replay one seed twice, compare the report bytes

@@ -8,6 +8,7 @@
 #include <iostream>
 #include <map>
 #include <string>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -202,15 +203,17 @@ steps:
   EXPECT_THAT(report.status().message(), HasSubstr("all_reduce at wire.yaml:6:5: "));
 }
 
-// Every shipped scenario, under every fault set it states a verdict for, meets that verdict.
-class ShippedScenarioTest : public ::testing::TestWithParam<std::string> {};
+// Every shipped scenario, under every fault set it states a verdict for, meets that verdict, in
+// both fidelities: the shadow's provenance comparisons must give the values' verdicts.
+class ShippedScenarioTest : public ::testing::TestWithParam<std::tuple<std::string, Fidelity>> {};
 
 TEST_P(ShippedScenarioTest, MeetsItsExpectations) {
-  auto scenario = LoadScenarioFile("scenarios/" + GetParam() + ".yaml");
+  const auto& [name, fidelity] = GetParam();
+  auto scenario = LoadScenarioFile("scenarios/" + name + ".yaml");
   ASSERT_TRUE(scenario.ok()) << scenario.status();
   ASSERT_FALSE(scenario->expect.empty());
   for (const Expectation& expect : scenario->expect) {
-    SimDevice device(scenario->world, 1);
+    SimDevice device(scenario->world, 1, fidelity);
     ReplayOptions options;
     options.faults = *FaultSet::Parse(expect.faults);
     options.poll_device_findings = NewFindingsPoller(device);
@@ -222,7 +225,9 @@ TEST_P(ShippedScenarioTest, MeetsItsExpectations) {
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     ASSERT_TRUE(report.ok()) << report.status();
-    std::cout << GetParam() << " faults=" << expect.faults << ": " << SummaryLine(*report)
+    EXPECT_EQ(report->fidelity, FidelityName(fidelity));
+    std::cout << name << " (" << FidelityName(fidelity) << ") faults=" << expect.faults << ": "
+              << SummaryLine(*report)
               << absl::StrFormat("  (%.1f s wall, %.1f s cpu, %d all-reduces)", seconds,
                                  cpu_seconds, report->all_reduces.size())
               << "\n";
@@ -245,10 +250,14 @@ std::vector<std::string> ShippedScenarios() {
   return names;
 }
 
-INSTANTIATE_TEST_SUITE_P(Scenarios, ShippedScenarioTest, ::testing::ValuesIn(ShippedScenarios()),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           return info.param;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Scenarios, ShippedScenarioTest,
+    ::testing::Combine(::testing::ValuesIn(ShippedScenarios()),
+                       ::testing::Values(Fidelity::kValues, Fidelity::kShadow)),
+    [](const ::testing::TestParamInfo<std::tuple<std::string, Fidelity>>& info) {
+      return absl::StrCat(std::get<0>(info.param), "_",
+                          std::string(FidelityName(std::get<1>(info.param))));
+    });
 
 }  // namespace
 }  // namespace dmalab
