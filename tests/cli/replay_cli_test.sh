@@ -58,4 +58,26 @@ grep -q '^determinism: seed 7, inject drop-copy-wait: two runs gave identical re
 "$dmalab" replay "$zoo" --seeds=2 --backend=hw > /dev/null 2>&1
 [[ $? -eq 2 ]] || fail "--seeds on hw must exit 2"
 
+
+# The shadow fidelity: the founding incident's verdicts, provenance hashes, and what it refuses.
+"$dmalab" replay "$scenario" --fidelity=shadow --inject=persistent-output > "$tmp/shadow_bad.txt"
+[[ $? -eq 1 ]] || fail "shadow persistent-output must exit 1"
+grep -qx 'pointer_alias=true  retained_mismatches=16,803,840 / 16,803,840  rank_consistent=true  status=FAIL' "$tmp/shadow_bad.txt" ||
+  fail "shadow persistent-output summary: $(tail -3 "$tmp/shadow_bad.txt")"
+"$dmalab" replay "$scenario" --fidelity=shadow > "$tmp/shadow_good.txt" || fail "shadow clean replay must exit 0"
+grep -q '^device=sim fidelity=shadow ' "$tmp/shadow_good.txt" || fail "shadow header: $(head -2 "$tmp/shadow_good.txt")"
+[[ $(grep -c 'hash=provenance:' "$tmp/shadow_good.txt") -eq 2 ]] || fail "expected two provenance hashes"
+diff <(grep -o 'hash=provenance:[0-9a-f]*' "$tmp/shadow_bad.txt") <(grep -o 'hash=provenance:[0-9a-f]*' "$tmp/shadow_good.txt") ||
+  fail "provenance hashes differ between the runs"
+"$dmalab" replay "$scenario" --fidelity=exact > /dev/null 2> "$tmp/err.txt"
+[[ $? -eq 2 ]] || fail "an unknown fidelity must exit 2"
+grep -q "fidelity is 'exact'; allowed: values, shadow" "$tmp/err.txt" || fail "fidelity message: $(cat "$tmp/err.txt")"
+"$dmalab" replay "$scenario" --fidelity=shadow --backend=hw > /dev/null 2> "$tmp/err.txt"
+[[ $? -eq 2 ]] || fail "shadow on hw must exit 2"
+"$dmalab" replay tests/cli/live_at_end.yaml --fidelity=shadow --dump="$tmp/dump2" > /dev/null 2> "$tmp/err.txt"
+[[ $? -eq 2 ]] || fail "shadow --dump must exit 2"
+grep -q "shadow fidelity keeps none" "$tmp/err.txt" || fail "shadow dump message: $(cat "$tmp/err.txt")"
+"$dmalab" replay "$zoo" --seeds=3 --fidelity=shadow --inject=inplace-alias-ring > "$tmp/seeds_shadow.txt"
+[[ $? -eq 1 ]] || fail "a failing shadow seed sweep must exit 1"
+grep -q 'fidelity shadow, .* status=FAIL$' "$tmp/seeds_shadow.txt" || fail "shadow sweep: $(cat "$tmp/seeds_shadow.txt")"
 echo "replay CLI: all checks passed"
