@@ -234,23 +234,16 @@ int RunDemo() {
 }
 
 SweepCommand SweepFlags() {
-  return SweepCommand{absl::GetFlag(FLAGS_b),
-                      absl::GetFlag(FLAGS_e),
-                      absl::GetFlag(FLAGS_f),
-                      absl::GetFlag(FLAGS_n),
-                      absl::GetFlag(FLAGS_w),
-                      absl::GetFlag(FLAGS_c),
-                      absl::GetFlag(FLAGS_G),
-                      absl::GetFlag(FLAGS_dtype),
-                      absl::GetFlag(FLAGS_wire),
-                      absl::GetFlag(FLAGS_pieces),
-                      absl::GetFlag(FLAGS_backend),
-                      absl::GetFlag(FLAGS_ranks),
-                      absl::GetFlag(FLAGS_gpus),
-                      absl::GetFlag(FLAGS_topology),
-                      absl::GetFlag(FLAGS_seed) == 0 ? 1 : absl::GetFlag(FLAGS_seed),
-                      absl::GetFlag(FLAGS_csv),
-                      absl::GetFlag(FLAGS_json)};
+  return SweepCommand{
+      absl::GetFlag(FLAGS_b),        absl::GetFlag(FLAGS_e),
+      absl::GetFlag(FLAGS_f),        absl::GetFlag(FLAGS_n),
+      absl::GetFlag(FLAGS_w),        absl::GetFlag(FLAGS_c),
+      absl::GetFlag(FLAGS_G),        absl::GetFlag(FLAGS_dtype),
+      absl::GetFlag(FLAGS_wire),     absl::GetFlag(FLAGS_pieces),
+      absl::GetFlag(FLAGS_backend),  absl::GetFlag(FLAGS_fidelity),
+      absl::GetFlag(FLAGS_ranks),    absl::GetFlag(FLAGS_gpus),
+      absl::GetFlag(FLAGS_topology), absl::GetFlag(FLAGS_seed) == 0 ? 1 : absl::GetFlag(FLAGS_seed),
+      absl::GetFlag(FLAGS_csv),      absl::GetFlag(FLAGS_json)};
 }
 
 CalibrateCommand CalibrateFlags(int argc, char** argv) {

@@ -24,16 +24,21 @@ struct SweepBuffers {
   std::vector<MemRef> input, output, in_place;
 };
 
+// Zeros: written as bytes, or on a shadow device as host data of one fixed content.
+absl::Status WriteZeros(Device& device, const MemRef& mem) {
+  if (!device.HoldsValues()) return device.WriteShadow(mem, /*content=*/0);
+  return device.Write(mem, std::vector<uint8_t>(mem.bytes, 0));
+}
+
 absl::StatusOr<SweepBuffers> AllocateBuffers(Device& device, uint64_t bytes) {
   SweepBuffers b;
-  const std::vector<uint8_t> zeros(bytes, 0);
   for (int r = 0; r < device.world_size(); ++r) {
     const std::pair<std::vector<MemRef>*, const char*> lists[] = {
         {&b.input, "sweep input"}, {&b.output, "sweep output"}, {&b.in_place, "sweep in-place"}};
     for (const auto& [list, tag] : lists) {
       absl::StatusOr<MemRef> m = device.Allocate(r, bytes, tag);
       if (!m.ok()) return m.status();
-      if (absl::Status s = device.Write(*m, zeros); !s.ok()) return s;
+      if (absl::Status s = WriteZeros(device, *m); !s.ok()) return s;
       list->push_back(*m);
     }
   }
@@ -57,16 +62,18 @@ std::vector<TensorView> Views(const std::vector<MemRef>& mems, DType dtype, int6
 // Fills every rank's view with the pattern InputValue(rank, i), or with zeros.
 absl::Status WriteInputs(Device& device, absl::Span<const TensorView> views, bool zeros) {
   for (const TensorView& v : views) {
+    if (zeros) {
+      if (absl::Status s = WriteZeros(device, v.mem); !s.ok()) return s;
+      continue;
+    }
     std::vector<uint8_t> bytes(v.bytes(), 0);
-    if (!zeros) {
-      const int esize = DTypeBytes(v.dtype);
-      uint8_t period[kPeriod * 4];
-      for (int64_t k = 0; k < kPeriod; ++k) {
-        StoreFromFloat(v.dtype, period, k, static_cast<float>(InputValue(v.rank(), k)));
-      }
-      for (int64_t i = 0; i < v.elems(); ++i) {
-        std::memcpy(bytes.data() + i * esize, period + (i % kPeriod) * esize, esize);
-      }
+    const int esize = DTypeBytes(v.dtype);
+    uint8_t period[kPeriod * 4];
+    for (int64_t k = 0; k < kPeriod; ++k) {
+      StoreFromFloat(v.dtype, period, k, static_cast<float>(InputValue(v.rank(), k)));
+    }
+    for (int64_t i = 0; i < v.elems(); ++i) {
+      std::memcpy(bytes.data() + i * esize, period + (i % kPeriod) * esize, esize);
     }
     if (absl::Status s = device.Write(v.mem, bytes); !s.ok()) return s;
   }
@@ -178,6 +185,12 @@ absl::StatusOr<std::vector<SweepRow>> RunSweep(Device& device, const DeviceClock
   const int world = device.world_size();
   absl::StatusOr<std::vector<int64_t>> counts = SweepCounts(o, world);
   if (!counts.ok()) return counts.status();
+  if (o.check && !device.HoldsValues()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "sweep: -c 1 compares results with the exact sum, but device '%s' runs in the shadow "
+        "fidelity and keeps no values; use -c 0 (times only)",
+        device.name()));
+  }
   if (o.graph && o.warmup < 1) {
     return absl::InvalidArgumentError(
         "sweep: -G needs -w >= 1, so that the graph is captured outside the timed calls");

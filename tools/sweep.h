@@ -87,6 +87,7 @@ struct SweepCommand {
   std::string dtype = "bf16", wire = "bf16";
   int pieces = 2;
   std::string backend = "sim";
+  std::string fidelity = "values";  // sim: "values" or "shadow" (times only: needs -c 0)
   int ranks = 4, gpus = 1;
   std::string topology;  // sim: required
   uint64_t seed = 1;

@@ -84,6 +84,13 @@ int RunSweepCommand(const SweepCommand& c) {
   std::unique_ptr<Device> device;
   DeviceClock clock;
   SimDevice* sim = nullptr;
+  absl::StatusOr<Fidelity> fidelity = ParseFidelity(c.fidelity);
+  if (!fidelity.ok()) return Fail(fidelity.status());
+  if (*fidelity == Fidelity::kShadow && c.backend != "sim") {
+    return Fail(absl::InvalidArgumentError(absl::StrFormat(
+        "--fidelity=shadow needs --backend=sim; --backend is '%s', which holds values",
+        c.backend)));
+  }
   if (c.backend == "sim") {
     if (c.topology.empty()) {
       return Fail(absl::InvalidArgumentError(
@@ -96,7 +103,7 @@ int RunSweepCommand(const SweepCommand& c) {
     absl::StatusOr<Topology> loaded = LoadTopologyFile(c.topology);
     if (!loaded.ok()) return Fail(loaded.status());
     topology = *std::move(loaded);
-    auto owned = std::make_unique<SimDevice>(c.ranks, c.seed);
+    auto owned = std::make_unique<SimDevice>(c.ranks, c.seed, *fidelity);
     if (absl::Status s = owned->SetTopology(&topology); !s.ok()) return Fail(s);
     sim = owned.get();
     clock = [sim] { return sim->now_us(); };

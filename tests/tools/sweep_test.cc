@@ -128,6 +128,35 @@ TEST_F(SweepTest, SpeedOfLightIssuesTwoWMinusOneChunkCopiesPerRank) {
             "size 4, at most 1048576");
 }
 
+// The timing model sees the same ops in both fidelities, so the shadow predicts the same times
+// (without moving a byte); it cannot check results.
+TEST_F(SweepTest, ShadowFidelityPredictsTheSameTimes) {
+  SweepOptions o = Small();
+  o.max_bytes = 4 << 20;
+  o.check = false;
+  absl::StatusOr<std::vector<SweepRow>> values = RunSweep(device_, Clock(), o);
+  ASSERT_TRUE(values.ok()) << values.status();
+  SimDevice shadow(kWorld, /*seed=*/7, Fidelity::kShadow);
+  ASSERT_TRUE(shadow.SetTopology(&topology_).ok());
+  absl::StatusOr<std::vector<SweepRow>> rows = RunSweep(
+      shadow, [&shadow] { return shadow.now_us(); }, o);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(rows->size(), values->size());
+  for (size_t i = 0; i < rows->size(); ++i) {
+    EXPECT_EQ((*rows)[i].out_of_place.time_us, (*values)[i].out_of_place.time_us);
+    EXPECT_EQ((*rows)[i].in_place.time_us, (*values)[i].in_place.time_us);
+    EXPECT_EQ((*rows)[i].sol_us, (*values)[i].sol_us);
+  }
+  EXPECT_TRUE(shadow.findings().empty()) << shadow.findings().ToString();
+  o.check = true;
+  EXPECT_EQ(RunSweep(
+                shadow, [&shadow] { return shadow.now_us(); }, o)
+                .status()
+                .message(),
+            "sweep: -c 1 compares results with the exact sum, but device 'sim' runs in the shadow "
+            "fidelity and keeps no values; use -c 0 (times only)");
+}
+
 TEST_F(SweepTest, GraphReplaysNeedTheHardwareBackend) {
   SweepOptions o = Small();
   o.graph = true;
