@@ -7,7 +7,9 @@
 #include <functional>
 
 #include "absl/strings/str_format.h"
+#include "common/dma_all_reduce.h"
 #include "sim/topology.h"
+#include "tools/host_cost.h"
 #include "tools/hw_backend.h"
 
 namespace dmalab {
@@ -130,6 +132,54 @@ absl::Status MeasureKernels(Device& device, const DeviceClock& clock, const Cali
   return absl::OkStatus();
 }
 
+// Eager all-reduces of each plan.host_cost_bytes through HostCostDevice, as `dmalab sweep` runs
+// them (bf16, out of place, default options): back-to-back rounds until done, then the host
+// time to enqueue them with no call timed, then again with every call timed.
+absl::Status MeasureHostCosts(Device& device, const DeviceClock& clock,
+                              const CalibrationPlan& plan, CalibrationMeasurements& m) {
+  const int world = device.world_size();
+  const uint64_t max_bytes =
+      *std::max_element(plan.host_cost_bytes.begin(), plan.host_cost_bytes.end());
+  Scratch scratch(device);
+  std::vector<MemRef> in, out;
+  for (int r = 0; r < world; ++r) {
+    CAL_ASSIGN_OR_RETURN(i, scratch.Zeroed(r, max_bytes, "calibrate all-reduce input"));
+    CAL_ASSIGN_OR_RETURN(o, scratch.Zeroed(r, max_bytes, "calibrate all-reduce output"));
+    in.push_back(*i_or);
+    out.push_back(*o_or);
+  }
+  HostCostDevice counted(device, clock);
+  DmaAllReduceOptions options;
+  options.max_bytes = max_bytes;
+  CAL_ASSIGN_OR_RETURN(ar, DmaAllReduce::Create(&counted, options));
+  const auto views = [&](const std::vector<MemRef>& mems, uint64_t bytes) {
+    std::vector<TensorView> v;
+    for (const MemRef& mem : mems) {
+      v.push_back(TensorView{mem.Slice(0, bytes), DType::kBF16, {int64_t(bytes / 2)}, true});
+    }
+    return v;
+  };
+  for (uint64_t bytes : plan.host_cost_bytes) {
+    const std::vector<TensorView> ins = views(in, bytes), outs = views(out, bytes);
+    const auto call = [&] { return (*ar_or)->AllReduce(ins, outs); };
+    HostCostSample h;
+    h.bytes = bytes;
+    h.all_reduces = plan.host_cost_all_reduces;
+    CAL_ASSIGN_OR_RETURN(round, TimePerCallUs(counted, clock, plan.warmup, h.all_reduces, call));
+    CAL_ASSIGN_OR_RETURN(enqueue, EnqueueCostUs(counted, clock, h.all_reduces, call));
+    counted.ResetTallies();
+    counted.set_timing(true);
+    absl::StatusOr<double> timed = EnqueueCostUs(counted, clock, h.all_reduces, call);
+    counted.set_timing(false);
+    if (!timed.ok()) return timed.status();
+    h.round_us = *round_or;
+    h.enqueue_us = *enqueue_or;
+    h.tallies = counted.tallies();
+    m.host_costs.push_back(h);
+  }
+  return counted.Synchronize();
+}
+
 // Rank 0 signals rank 1 and waits for its answer, `plan.flag_round_trips` times; one hop is a
 // signal until the peer's wait returns. Captured into a graph where the device has graphs, so
 // that host launch costs do not pace the hops.
@@ -189,14 +239,16 @@ CalibrationPlan DefaultCalibrationPlan() {
   CalibrationPlan plan;
   for (uint64_t b = 4096; b <= (1ull << 30); b *= 4) plan.copy_bytes.push_back(b);
   plan.reduce_bytes = {4096, 1ull << 20, 16ull << 20, 256ull << 20, 1ull << 30};
+  plan.host_cost_bytes = {64ull << 10, 256ull << 10};
   return plan;
 }
 
 absl::StatusOr<CalibrationMeasurements> MeasureCalibration(Device& device, const DeviceClock& clock,
                                                            const CalibrationPlan& plan) {
-  if (plan.copy_bytes.empty() || plan.concurrency.empty() || plan.reduce_bytes.empty()) {
+  if (plan.copy_bytes.empty() || plan.concurrency.empty() || plan.reduce_bytes.empty() ||
+      plan.host_cost_bytes.empty()) {
     return absl::InvalidArgumentError(
-        "calibrate: the plan has no copy, concurrency or reduce sizes");
+        "calibrate: the plan has no copy, concurrency, reduce or host-cost sizes");
   }
   const int streams = *std::max_element(plan.concurrency.begin(), plan.concurrency.end());
   if (device.world_size() < std::max(streams, 2)) {
@@ -210,6 +262,7 @@ absl::StatusOr<CalibrationMeasurements> MeasureCalibration(Device& device, const
   if (absl::Status s = MeasureCopies(device, clock, plan, m); !s.ok()) return s;
   if (absl::Status s = MeasureKernels(device, clock, plan, m); !s.ok()) return s;
   if (absl::Status s = MeasureFlagHop(device, clock, plan, m); !s.ok()) return s;
+  if (absl::Status s = MeasureHostCosts(device, clock, plan, m); !s.ok()) return s;
   return m;
 }
 

@@ -26,6 +26,10 @@ struct CalibrationPlan {
   int warmup = 3;
   int enqueue_calls = 256;     // calls per host-cost measurement
   int flag_round_trips = 200;  // ping-pongs per flag measurement
+  // In-situ host costs: all-reduces per rank of these sizes (default 64 and 256 KiB: below the
+  // sizes a sweep judges the model on), this many per measurement.
+  std::vector<uint64_t> host_cost_bytes;
+  int host_cost_all_reduces = 20;
 };
 
 // The plan `dmalab calibrate` runs.
@@ -33,7 +37,8 @@ CalibrationPlan DefaultCalibrationPlan();
 
 // Measures the copies, reduces, host costs and flag hop of `plan` on rank 0's GPU of `device`
 // (copies of concurrency c use ranks 0..c-1, so the device needs max(concurrency) ranks, and
-// at least 2). Fills copies, reduces and the host and flag numbers; not the GPU's description.
+// at least 2), and the in-situ host costs of all-reduces over all its ranks. Fills copies,
+// reduces and the host and flag numbers; not the GPU's description.
 absl::StatusOr<CalibrationMeasurements> MeasureCalibration(Device& device, const DeviceClock& clock,
                                                            const CalibrationPlan& plan);
 

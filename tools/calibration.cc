@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <tuple>
 
 #include "absl/strings/str_format.h"
 
@@ -27,6 +28,57 @@ std::string TopologyName(const std::string& gpu_name) {
     }
   }
   return name;
+}
+
+// Whether a sample times the device rather than the host that enqueues it (kDeviceBoundFactor).
+bool CopyIsDeviceBound(const CalibrationMeasurements& m, const CopySample& c) {
+  return c.us >= kDeviceBoundFactor * c.concurrency * m.copy_enqueue_us;
+}
+bool ReduceIsDeviceBound(const CalibrationMeasurements& m, const ReduceSample& s) {
+  return s.us >= kDeviceBoundFactor * m.kernel_enqueue_us;
+}
+
+// The in-situ host costs: per kind, the mean timed call; the host time between calls (the
+// uninstrumented enqueue minus the timed calls, from the algorithm's own bookkeeping and the
+// timing itself) is spread evenly over all calls, since the model charges host time per call.
+absl::Status FitHostCosts(const CalibrationMeasurements& m, CalibratedRates& r) {
+  if (m.host_costs.empty()) {
+    return Invalid(
+        "calibration: no in-situ host-cost sample (all-reduces enqueued through "
+        "HostCostDevice); the model's host costs are fitted from them");
+  }
+  HostCallTallies total;
+  double enqueue_us = 0;
+  for (const HostCostSample& h : m.host_costs) {
+    if (h.all_reduces < 1 || !(h.enqueue_us > 0)) {
+      return Invalid(absl::StrFormat(
+          "calibration: host-cost sample of %d bytes: %d all-reduces enqueued in %g us each",
+          h.bytes, h.all_reduces, h.enqueue_us));
+    }
+    for (auto [sum, part] : {std::pair{&total.copies, &h.tallies.copies},
+                             {&total.kernels, &h.tallies.kernels},
+                             {&total.events, &h.tallies.events}}) {
+      sum->calls += part->calls;
+      sum->us += part->us;
+    }
+    enqueue_us += h.enqueue_us * h.all_reduces;
+  }
+  r.between_calls_us = (enqueue_us - total.us()) / static_cast<double>(total.calls());
+  for (auto [name, tally, out] : {std::tuple{"copy", &total.copies, &r.copy_launch_us},
+                                  {"kernel", &total.kernels, &r.kernel_launch_us},
+                                  {"event", &total.events, &r.event_us}}) {
+    if (tally->calls < 1) {
+      return Invalid(absl::StrFormat(
+          "calibration: the host-cost all-reduces made no %s call; every kind is needed", name));
+    }
+    *out = tally->us / static_cast<double>(tally->calls) + r.between_calls_us;
+    if (!(*out > 0)) {
+      return Invalid(absl::StrFormat(
+          "calibration: in-situ %s cost is %g us (mean %g us, %g us between calls); must be > 0",
+          name, *out, tally->us / static_cast<double>(tally->calls), r.between_calls_us));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -66,6 +118,12 @@ absl::StatusOr<CalibratedRates> FitRates(const CalibrationMeasurements& m) {
         absl::StrFormat("calibration: copy_engines is %d; must be >= 1", m.copy_engines));
   }
   r.copy_engines = m.copy_engines;
+  for (const auto& [name, v] : {std::pair{"copy enqueue", m.copy_enqueue_us},
+                                {"kernel enqueue", m.kernel_enqueue_us},
+                                {"event enqueue", m.event_enqueue_us},
+                                {"flag hop", m.flag_hop_us}}) {
+    if (!(v > 0)) return Invalid(absl::StrFormat("calibration: %s is %g us; must be > 0", name, v));
+  }
   std::vector<std::pair<double, double>> single;
   double best_aggregate_gbps = 0;
   for (const CopySample& c : m.copies) {
@@ -73,13 +131,15 @@ absl::StatusOr<CalibratedRates> FitRates(const CalibrationMeasurements& m) {
       return Invalid(absl::StrFormat("calibration: copy of %d bytes x%d took %g us", c.bytes,
                                      c.concurrency, c.us));
     }
+    if (!CopyIsDeviceBound(m, c)) continue;
     if (c.concurrency == 1) single.emplace_back(static_cast<double>(c.bytes), c.us);
     best_aggregate_gbps =
         std::max(best_aggregate_gbps, Gbps(c.concurrency * double(c.bytes), c.us));
   }
   absl::StatusOr<std::pair<double, double>> copy_fit = FitLineRelative(single);
   if (!copy_fit.ok()) {
-    return Invalid(absl::StrFormat("calibration: single copies: %s", copy_fit.status().message()));
+    return Invalid(absl::StrFormat("calibration: device-bound single copies: %s",
+                                   copy_fit.status().message()));
   }
   r.local_latency_us = copy_fit->first;
   r.local_gbps = 1.0 / (copy_fit->second * 1e3);
@@ -92,25 +152,18 @@ absl::StatusOr<CalibratedRates> FitRates(const CalibrationMeasurements& m) {
     if (!(s.us > 0)) {
       return Invalid(absl::StrFormat("calibration: reduce of %d bytes took %g us", s.bytes, s.us));
     }
-    kernels.emplace_back(3.0 * static_cast<double>(s.bytes), s.us);
+    if (ReduceIsDeviceBound(m, s)) kernels.emplace_back(3.0 * static_cast<double>(s.bytes), s.us);
   }
   absl::StatusOr<std::pair<double, double>> reduce_fit = FitLineRelative(kernels);
   if (!reduce_fit.ok()) {
-    return Invalid(absl::StrFormat("calibration: reduces: %s", reduce_fit.status().message()));
+    return Invalid(absl::StrFormat("calibration: device-bound reduces: %s",
+                                   reduce_fit.status().message()));
   }
   r.kernel_overhead_us = reduce_fit->first;
   r.reduce_gbps = 1.0 / (reduce_fit->second * 1e3);
-  for (const auto& [name, v] : {std::pair{"copy enqueue", m.copy_enqueue_us},
-                                {"kernel enqueue", m.kernel_enqueue_us},
-                                {"event enqueue", m.event_enqueue_us},
-                                {"flag hop", m.flag_hop_us}}) {
-    if (!(v > 0)) return Invalid(absl::StrFormat("calibration: %s is %g us; must be > 0", name, v));
-  }
-  r.kernel_launch_us = m.kernel_enqueue_us;
-  r.copy_launch_us = m.copy_enqueue_us;
-  r.event_us = m.event_enqueue_us;
   // The model's hop: the signal kernel (overhead) and then the store's latency to the waiter.
   r.flag_latency_us = std::max(0.01, m.flag_hop_us - r.kernel_overhead_us);
+  if (absl::Status s = FitHostCosts(m, r); !s.ok()) return s;
   return r;
 }
 
@@ -128,50 +181,66 @@ absl::StatusOr<std::string> CalibrationYaml(const CalibrationMeasurements& m, in
       "# CudaDevice with %d virtual ranks on that GPU (tools/calibrate.h). Copies: same-GPU\n"
       "# Device::Copy on 1, 2 or 4 streams at once, host wall clock around back-to-back rounds\n"
       "# between two synchronizes. Reduces: bf16 a+b->c Device::Reduce back to back, same clock.\n"
-      "# Host costs: host time to enqueue calls without waiting. Flag hop: SignalFlag/WaitFlag\n"
-      "# ping-pong between two flag streams%s.\n#\n",
+      "# Host costs: host time to enqueue calls without waiting, alone in a loop and in situ (eager\n"
+      "# all-reduces, every call timed). Flag hop: SignalFlag/WaitFlag ping-pong between two flag\n"
+      "# streams%s. Fits use device-bound samples only (fit = yes): their round takes at least\n"
+      "# %g x its host enqueue cost; shorter rounds time the host, not the device.\n#\n",
       m.command, m.when_utc, m.gpu_name, m.sms, m.copy_engines, m.cuda_runtime, m.cuda_driver,
-      m.ranks, m.flag_in_graph ? ", captured into a graph and replayed" : ", enqueued eagerly");
-  y += "# copies:     bytes  streams     us/round  payload GB/s   model us (fit, 1 stream)\n";
+      m.ranks, m.flag_in_graph ? ", captured into a graph and replayed" : ", enqueued eagerly",
+      kDeviceBoundFactor);
+  y += "# copies:     bytes  streams     us/round  payload GB/s  fit  model us (1 stream)\n";
   for (const CopySample& c : m.copies) {
     const double model_us = r.local_latency_us + c.bytes / (r.local_gbps * 1e3);
-    y += absl::StrFormat("#   %14d  %7d  %11.2f  %12.1f  %s\n", c.bytes, c.concurrency, c.us,
+    y += absl::StrFormat("#   %14d  %7d  %11.2f  %12.1f  %3s  %s\n", c.bytes, c.concurrency, c.us,
                          Gbps(c.concurrency * double(c.bytes), c.us),
+                         CopyIsDeviceBound(m, c) ? "yes" : "no",
                          c.concurrency == 1 ? absl::StrFormat("%11.2f", model_us) : "");
   }
-  y += "# reduces:    bytes/operand        us/kernel  traffic GB/s   model us (fit)\n";
+  y += "# reduces:    bytes/operand        us/kernel  traffic GB/s  fit  model us\n";
   for (const ReduceSample& s : m.reduces) {
-    y += absl::StrFormat("#   %14d  %18.2f  %12.1f  %11.2f\n", s.bytes, s.us,
-                         Gbps(3.0 * s.bytes, s.us),
+    y += absl::StrFormat("#   %14d  %18.2f  %12.1f  %3s  %8.2f\n", s.bytes, s.us,
+                         Gbps(3.0 * s.bytes, s.us), ReduceIsDeviceBound(m, s) ? "yes" : "no",
                          r.kernel_overhead_us + 3.0 * s.bytes / (r.reduce_gbps * 1e3));
   }
   y += absl::StrFormat(
-      "# host enqueue us: copy %.3f, reduce kernel %.3f, event %.3f; flag hop %.3f us\n",
+      "# host enqueue us, alone: copy %.3f, reduce kernel %.3f, event %.3f; flag hop %.3f us\n",
       m.copy_enqueue_us, m.kernel_enqueue_us, m.event_enqueue_us, m.flag_hop_us);
+  y += "# in situ, per all-reduce:  bytes  copies  kernels  events   enqueue us   timed calls us"
+       "   round us\n";
+  for (const HostCostSample& h : m.host_costs) {
+    const double n = h.all_reduces;
+    y += absl::StrFormat("#   %26d  %6.0f  %7.0f  %6.0f  %11.2f  %15.2f  %9.2f\n", h.bytes,
+                         h.tallies.copies.calls / n, h.tallies.kernels.calls / n,
+                         h.tallies.events.calls / n, h.enqueue_us, h.tallies.us() / n,
+                         h.round_us);
+  }
+  y += absl::StrFormat(
+      "# in situ us: copy %.3f, kernel %.3f, event %.3f (each with %.3f us between calls)\n",
+      r.copy_launch_us, r.kernel_launch_us, r.event_us, r.between_calls_us);
   y += absl::StrFormat("name: %s\n", TopologyName(m.gpu_name));
   y += "gpus: 1\n";
   y += absl::StrFormat("ranks_per_gpu: %d\n", ranks_per_gpu);
   y += absl::StrFormat("copy_engines: %d          # measured: cudaDeviceProp::asyncEngineCount\n",
                        r.copy_engines);
   y += absl::StrFormat(
-      "memory_gbps: %.6g        # measured: 2 x the best aggregate copy payload rate (read +\n"
-      "                         # written), at least 2 x links.local.gbps\n",
+      "memory_gbps: %.6g        # measured: 2 x the best device-bound aggregate copy payload\n"
+      "                         # rate (read + written), at least 2 x links.local.gbps\n",
       r.memory_gbps);
   y += absl::StrFormat(
       "links:\n  local:\n    gbps: %.6g           # fit: one copy takes latency_us + bytes / gbps\n"
-      "    latency_us: %.6g     # (least relative squares over the 1-stream copies above)\n",
+      "    latency_us: %.6g     # (least relative squares, device-bound 1-stream copies)\n",
       r.local_gbps, r.local_latency_us);
   y += absl::StrFormat(
-      "kernel:\n  launch_us: %.6g        # measured: host time of one Device::Reduce enqueue\n"
+      "kernel:\n  launch_us: %.6g        # in situ: host time of one kernel enqueue\n"
       "  overhead_us: %.6g      # fit: a reduce takes overhead_us + traffic / reduce_gbps\n"
-      "  reduce_gbps: %.6g      # (traffic = 2 operands read + 1 written)\n",
+      "  reduce_gbps: %.6g      # (traffic = 2 operands read + 1 written; device-bound)\n",
       r.kernel_launch_us, r.kernel_overhead_us, r.reduce_gbps);
   y += absl::StrFormat(
       "flag:\n  latency_us: %.6g       # measured flag hop minus kernel.overhead_us\n",
       r.flag_latency_us);
   y += absl::StrFormat(
-      "host:\n  copy_us: %.6g          # measured: host time of one Device::Copy enqueue\n"
-      "  event_us: %.6g         # measured: host time of one RecordEvent or WaitEvent\n",
+      "host:\n  copy_us: %.6g          # in situ: host time of one Device::Copy enqueue\n"
+      "  event_us: %.6g         # in situ: host time of one RecordEvent or WaitEvent\n",
       r.copy_launch_us, r.event_us);
   return y;
 }

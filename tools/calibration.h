@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "tools/host_cost.h"
 
 namespace dmalab {
 
@@ -26,6 +27,16 @@ struct ReduceSample {
   double us = 0;  // per kernel, back to back
 };
 
+// Eager all-reduces of `bytes` per rank (bf16, native wire, out of place, as `dmalab sweep` runs
+// them) enqueued through HostCostDevice: the host calls they make and their cost in situ.
+struct HostCostSample {
+  uint64_t bytes = 0;
+  int all_reduces = 0;      // all-reduces behind the numbers below
+  HostCallTallies tallies;  // their calls, each timed
+  double enqueue_us = 0;    // host time to enqueue one all-reduce, calls not timed
+  double round_us = 0;      // one all-reduce back to back with the next, until done
+};
+
 struct CalibrationMeasurements {
   // Where and how.
   std::string gpu_name;
@@ -38,30 +49,41 @@ struct CalibrationMeasurements {
   // What.
   std::vector<CopySample> copies;
   std::vector<ReduceSample> reduces;
-  double copy_enqueue_us = 0;    // host time of one Device::Copy
-  double kernel_enqueue_us = 0;  // host time of one Device::Reduce
-  double event_enqueue_us = 0;   // host time of one RecordEvent or WaitEvent
+  // Host time of one call in a loop of that call alone; they also tell which samples above are
+  // device-bound (FitRates).
+  double copy_enqueue_us = 0;    // Device::Copy
+  double kernel_enqueue_us = 0;  // Device::Reduce
+  double event_enqueue_us = 0;   // RecordEvent or WaitEvent
+  std::vector<HostCostSample> host_costs;
   double flag_hop_us = 0;        // flag ping-pong between two streams: one signal until the peer's
                            // answer may start (signal kernel + store seen by the waiting kernel)
   bool flag_in_graph = false;  // the ping-pong was captured into a graph and replayed
 };
 
+// A sample is device-bound, and tells the device's rate, when its round takes at least this many
+// times what enqueueing the round costs the host; below, back-to-back rounds time the host.
+inline constexpr double kDeviceBoundFactor = 3;
+
 // The timing model's numbers (sim/topology.h names) fitted to the measurements.
 struct CalibratedRates {
   int copy_engines = 0;
-  double memory_gbps = 0;       // 2 x the best aggregate copy payload rate (read + written)
+  double memory_gbps = 0;       // 2 x the best device-bound aggregate copy payload rate
   double local_gbps = 0;        // one copy: t = latency + bytes / gbps, fitted (relative error)
-  double local_latency_us = 0;  // over the single-copy samples
-  double reduce_gbps = 0;       // kernel: t = overhead + 3 bytes / reduce_gbps, fitted
-  double kernel_overhead_us = 0;
+  double local_latency_us = 0;  // over the device-bound single-copy samples
+  double reduce_gbps = 0;       // kernel: t = overhead + 3 bytes / reduce_gbps, fitted over the
+  double kernel_overhead_us = 0;  // device-bound reduce samples
   double flag_latency_us = 0;  // flag_hop_us - kernel_overhead_us (the model's signal + latency)
+  // Host costs in situ: each kind's mean timed cost inside the all-reduces, plus the host time
+  // between calls (uninstrumented enqueue minus all timed calls) spread evenly over the calls.
   double kernel_launch_us = 0;
   double copy_launch_us = 0;
   double event_us = 0;
+  double between_calls_us = 0;  // that spread share, included in the three above
 };
 
-// Fits rates; fails when a sample set is missing (no single-copy sample of two sizes, no
-// reduce of two sizes) or a measured number is not positive.
+// Fits rates; fails when a sample set is missing (device-bound single copies of two sizes,
+// device-bound reduces of two sizes, an in-situ host-cost sample with every call kind) or a
+// measured number is not positive.
 absl::StatusOr<CalibratedRates> FitRates(const CalibrationMeasurements& m);
 
 // t = intercept + x * slope through (x, t) points, minimizing the relative error

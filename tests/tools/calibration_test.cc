@@ -30,13 +30,24 @@ CalibrationMeasurements FakeMeasurements() {
     m.copies.push_back(CopySample{bytes, 1, 8 + bytes / 2000e3});
     m.copies.push_back(CopySample{bytes, 2, 8 + 2 * bytes / 2000e3});
   }
-  for (uint64_t bytes : {4096ull, 1ull << 20, 1ull << 30}) {
+  for (uint64_t bytes : {16ull << 20, 256ull << 20, 1ull << 30}) {
     m.reduces.push_back(ReduceSample{bytes, 3 + 3.0 * bytes / 3000e3});
   }
   m.copy_enqueue_us = 2.25;
   m.kernel_enqueue_us = 2.75;
   m.event_enqueue_us = 0.75;
   m.flag_hop_us = 4.5;
+  // In situ, 10 all-reduces: calls of 3, 3.5 and 0.5 us on average, and 100 us more of host
+  // time between the 400 calls (0.25 us each).
+  HostCostSample h;
+  h.bytes = 256 << 10;
+  h.all_reduces = 10;
+  h.tallies.copies = {100, 300};
+  h.tallies.kernels = {200, 700};
+  h.tallies.events = {100, 50};
+  h.enqueue_us = 115;
+  h.round_us = 130;
+  m.host_costs.push_back(h);
   return m;
 }
 
@@ -57,8 +68,33 @@ TEST(CalibrationTest, FitRatesRecoversTheRatesBehindTheMeasurements) {
   EXPECT_NEAR(r->memory_gbps, 4000, 1e-6);  // 2 x the 2-stream aggregate of 2000 payload
   EXPECT_NEAR(r->reduce_gbps, 3000, 1e-6);
   EXPECT_NEAR(r->kernel_overhead_us, 3, 1e-9);
-  EXPECT_DOUBLE_EQ(r->flag_latency_us, 1.5);  // hop 4.5 - kernel overhead 3
+  EXPECT_NEAR(r->flag_latency_us, 1.5, 1e-9);  // hop 4.5 - kernel overhead 3
   EXPECT_EQ(r->copy_engines, 3);
+  // Host costs in situ, not alone in a loop: the mean timed call plus 0.25 us between calls.
+  EXPECT_DOUBLE_EQ(r->between_calls_us, 0.25);
+  EXPECT_DOUBLE_EQ(r->copy_launch_us, 3.25);
+  EXPECT_DOUBLE_EQ(r->kernel_launch_us, 3.75);
+  EXPECT_DOUBLE_EQ(r->event_us, 0.75);
+}
+
+TEST(CalibrationTest, HostBoundSamplesStayOutOfTheFits) {
+  // Rounds shorter than 3x their enqueue cost time the host: a 16 MiB copy "in 6 us" would
+  // claim 2800 GB/s, two at once 5200; a 64 MiB reduce "in 8 us" 25000 GB/s.
+  CalibrationMeasurements m = FakeMeasurements();
+  m.copies.push_back(CopySample{16 << 20, 1, 6.0});
+  m.copies.push_back(CopySample{16 << 20, 2, 6.5});
+  m.reduces.push_back(ReduceSample{64 << 20, 8.0});
+  absl::StatusOr<CalibratedRates> r = FitRates(m);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_NEAR(r->local_gbps, 2000, 1e-6);
+  EXPECT_NEAR(r->local_latency_us, 8, 1e-9);
+  EXPECT_NEAR(r->memory_gbps, 4000, 1e-6);
+  EXPECT_NEAR(r->reduce_gbps, 3000, 1e-6);
+  // Every copy host-bound: nothing tells the device's rate.
+  m.copy_enqueue_us = 1e6;
+  EXPECT_EQ(FitRates(m).status().message(),
+            "calibration: device-bound single copies: fit: 0 points with fewer than two "
+            "distinct x");
 }
 
 TEST(CalibrationTest, WrittenYamlLoadsWithTheTopologyLoader) {
@@ -82,9 +118,10 @@ TEST(CalibrationTest, WrittenYamlLoadsWithTheTopologyLoader) {
   EXPECT_TRUE(t->local.efficiency.empty());
   EXPECT_NEAR(t->reduce_gbps, 3000, 1e-3);
   EXPECT_NEAR(t->kernel_overhead_us, 3, 1e-5);
-  EXPECT_DOUBLE_EQ(t->kernel_launch_us, 2.75);
-  EXPECT_DOUBLE_EQ(t->copy_launch_us, 2.25);
+  EXPECT_DOUBLE_EQ(t->kernel_launch_us, 3.75);
+  EXPECT_DOUBLE_EQ(t->copy_launch_us, 3.25);
   EXPECT_DOUBLE_EQ(t->event_us, 0.75);
+  EXPECT_NE(yaml->find("\n# in situ, per all-reduce:"), std::string::npos) << *yaml;
   EXPECT_DOUBLE_EQ(t->flag_latency_us, 1.5);
 }
 
@@ -92,10 +129,24 @@ TEST(CalibrationTest, MissingSamplesAreNamed) {
   CalibrationMeasurements m = FakeMeasurements();
   m.reduces.resize(1);
   EXPECT_EQ(FitRates(m).status().message(),
-            "calibration: reduces: fit: 1 points with fewer than two distinct x");
+            "calibration: device-bound reduces: fit: 1 points with fewer than two distinct x");
   m = FakeMeasurements();
   m.flag_hop_us = 0;
   EXPECT_EQ(FitRates(m).status().message(), "calibration: flag hop is 0 us; must be > 0");
+  m = FakeMeasurements();
+  m.host_costs.clear();
+  EXPECT_EQ(FitRates(m).status().message(),
+            "calibration: no in-situ host-cost sample (all-reduces enqueued through "
+            "HostCostDevice); the model's host costs are fitted from them");
+  m = FakeMeasurements();
+  m.host_costs[0].tallies.events = {};
+  EXPECT_EQ(FitRates(m).status().message(),
+            "calibration: the host-cost all-reduces made no event call; every kind is needed");
+  m = FakeMeasurements();
+  m.host_costs[0].enqueue_us = 1;  // 10 us in all, less than the 1050 us of timed calls
+  EXPECT_EQ(FitRates(m).status().message(),
+            "calibration: in-situ event cost is -2.1 us (mean 0.5 us, -2.6 us between calls); "
+            "must be > 0");
 }
 
 // Kernel launches are cheap here so that the eager flag ping-pong is paced by the device.
@@ -127,6 +178,8 @@ TEST(CalibrationTest, MeasuringTheSimulatorRecoversItsTopology) {
   plan.warmup = 1;
   plan.enqueue_calls = 8;
   plan.flag_round_trips = 64;
+  plan.host_cost_bytes = {64 << 10};
+  plan.host_cost_all_reduces = 4;
   absl::StatusOr<CalibrationMeasurements> m = MeasureCalibration(
       device, [&] { return device.now_us(); }, plan);
   ASSERT_TRUE(m.ok()) << m.status();
@@ -139,9 +192,20 @@ TEST(CalibrationTest, MeasuringTheSimulatorRecoversItsTopology) {
   EXPECT_NEAR(r->memory_gbps, 1600, 16);
   EXPECT_NEAR(r->reduce_gbps, 1200, 12);
   EXPECT_NEAR(r->kernel_overhead_us, 2.5, 0.1);
-  EXPECT_DOUBLE_EQ(r->copy_launch_us, 1.5);
-  EXPECT_DOUBLE_EQ(r->kernel_launch_us, 0.5);
-  EXPECT_DOUBLE_EQ(r->event_us, 0.25);
+  // In situ: every call costs the simulated host what the topology says, and nothing else does.
+  ASSERT_EQ(m->host_costs.size(), 1u);
+  const HostCallTallies& calls = m->host_costs[0].tallies;
+  EXPECT_GT(calls.copies.calls, 0);
+  EXPECT_GT(calls.kernels.calls, 0);
+  EXPECT_GT(calls.events.calls, 0);
+  EXPECT_NEAR(calls.copies.us, 1.5 * calls.copies.calls, 1e-6);
+  EXPECT_NEAR(calls.kernels.us, 0.5 * calls.kernels.calls, 1e-6);
+  EXPECT_NEAR(calls.events.us, 0.25 * calls.events.calls, 1e-6);
+  EXPECT_NEAR(m->host_costs[0].enqueue_us * 4, calls.us(), 1e-6);
+  EXPECT_NEAR(r->between_calls_us, 0, 1e-9);
+  EXPECT_NEAR(r->copy_launch_us, 1.5, 1e-9);
+  EXPECT_NEAR(r->kernel_launch_us, 0.5, 1e-9);
+  EXPECT_NEAR(r->event_us, 0.25, 1e-9);
   EXPECT_NEAR(r->flag_latency_us, 1.25, 0.1);
   EXPECT_TRUE(device.findings().empty()) << device.findings().ToString();
 }
