@@ -135,8 +135,8 @@ absl::Status MeasureKernels(Device& device, const DeviceClock& clock, const Cali
 // Eager all-reduces of each plan.host_cost_bytes through HostCostDevice, as `dmalab sweep` runs
 // them (bf16, out of place, default options): back-to-back rounds until done, then the host
 // time to enqueue them with no call timed, then again with every call timed.
-absl::Status MeasureHostCosts(Device& device, const DeviceClock& clock,
-                              const CalibrationPlan& plan, CalibrationMeasurements& m) {
+absl::Status MeasureHostCosts(Device& device, const DeviceClock& clock, const CalibrationPlan& plan,
+                              CalibrationMeasurements& m) {
   const int world = device.world_size();
   const uint64_t max_bytes =
       *std::max_element(plan.host_cost_bytes.begin(), plan.host_cost_bytes.end());

@@ -156,8 +156,8 @@ absl::StatusOr<CalibratedRates> FitRates(const CalibrationMeasurements& m) {
   }
   absl::StatusOr<std::pair<double, double>> reduce_fit = FitLineRelative(kernels);
   if (!reduce_fit.ok()) {
-    return Invalid(absl::StrFormat("calibration: device-bound reduces: %s",
-                                   reduce_fit.status().message()));
+    return Invalid(
+        absl::StrFormat("calibration: device-bound reduces: %s", reduce_fit.status().message()));
   }
   r.kernel_overhead_us = reduce_fit->first;
   r.reduce_gbps = 1.0 / (reduce_fit->second * 1e3);
@@ -181,7 +181,8 @@ absl::StatusOr<std::string> CalibrationYaml(const CalibrationMeasurements& m, in
       "# CudaDevice with %d virtual ranks on that GPU (tools/calibrate.h). Copies: same-GPU\n"
       "# Device::Copy on 1, 2 or 4 streams at once, host wall clock around back-to-back rounds\n"
       "# between two synchronizes. Reduces: bf16 a+b->c Device::Reduce back to back, same clock.\n"
-      "# Host costs: host time to enqueue calls without waiting, alone in a loop and in situ (eager\n"
+      "# Host costs: host time to enqueue calls without waiting, alone in a loop and in situ "
+      "(eager\n"
       "# all-reduces, every call timed). Flag hop: SignalFlag/WaitFlag ping-pong between two flag\n"
       "# streams%s. Fits use device-bound samples only (fit = yes): their round takes at least\n"
       "# %g x its host enqueue cost; shorter rounds time the host, not the device.\n#\n",
@@ -211,8 +212,7 @@ absl::StatusOr<std::string> CalibrationYaml(const CalibrationMeasurements& m, in
     const double n = h.all_reduces;
     y += absl::StrFormat("#   %26d  %6.0f  %7.0f  %6.0f  %11.2f  %15.2f  %9.2f\n", h.bytes,
                          h.tallies.copies.calls / n, h.tallies.kernels.calls / n,
-                         h.tallies.events.calls / n, h.enqueue_us, h.tallies.us() / n,
-                         h.round_us);
+                         h.tallies.events.calls / n, h.enqueue_us, h.tallies.us() / n, h.round_us);
   }
   y += absl::StrFormat(
       "# in situ us: copy %.3f, kernel %.3f, event %.3f (each with %.3f us between calls)\n",

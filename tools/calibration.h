@@ -55,7 +55,7 @@ struct CalibrationMeasurements {
   double kernel_enqueue_us = 0;  // Device::Reduce
   double event_enqueue_us = 0;   // RecordEvent or WaitEvent
   std::vector<HostCostSample> host_costs;
-  double flag_hop_us = 0;        // flag ping-pong between two streams: one signal until the peer's
+  double flag_hop_us = 0;  // flag ping-pong between two streams: one signal until the peer's
                            // answer may start (signal kernel + store seen by the waiting kernel)
   bool flag_in_graph = false;  // the ping-pong was captured into a graph and replayed
 };
@@ -67,12 +67,17 @@ inline constexpr double kDeviceBoundFactor = 3;
 // The timing model's numbers (sim/topology.h names) fitted to the measurements.
 struct CalibratedRates {
   int copy_engines = 0;
-  double memory_gbps = 0;       // 2 x the best device-bound aggregate copy payload rate
-  double local_gbps = 0;        // one copy: t = latency + bytes / gbps, fitted (relative error)
-  double local_latency_us = 0;  // over the device-bound single-copy samples
-  double reduce_gbps = 0;       // kernel: t = overhead + 3 bytes / reduce_gbps, fitted over the
-  double kernel_overhead_us = 0;  // device-bound reduce samples
-  double flag_latency_us = 0;  // flag_hop_us - kernel_overhead_us (the model's signal + latency)
+  // 2 x the best device-bound aggregate copy payload rate (each byte is read and written).
+  double memory_gbps = 0;
+  // One copy takes latency + bytes / gbps: fitted (relative error) to the device-bound
+  // single-copy samples.
+  double local_gbps = 0;
+  double local_latency_us = 0;
+  // A reduce kernel takes overhead + 3 bytes / reduce_gbps: fitted to the device-bound reduces.
+  double reduce_gbps = 0;
+  double kernel_overhead_us = 0;
+  // flag_hop_us - kernel_overhead_us: the model's flag latency after the signal kernel.
+  double flag_latency_us = 0;
   // Host costs in situ: each kind's mean timed cost inside the all-reduces, plus the host time
   // between calls (uninstrumented enqueue minus all timed calls) spread evenly over the calls.
   double kernel_launch_us = 0;

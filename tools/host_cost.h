@@ -44,8 +44,7 @@ class HostCostDevice : public Device {
   }
   absl::Status Free(const MemRef& allocation) override { return inner_.Free(allocation); }
   StreamId ComputeStream(int rank) override { return inner_.ComputeStream(rank); }
-  absl::StatusOr<StreamId> CreateStream(int rank, StreamKind kind,
-                                        std::string_view name) override {
+  absl::StatusOr<StreamId> CreateStream(int rank, StreamKind kind, std::string_view name) override {
     return inner_.CreateStream(rank, kind, name);
   }
   absl::StatusOr<EventId> CreateEvent(int rank) override { return inner_.CreateEvent(rank); }
