@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
+#include "common/codec.h"  // kCodecBlockElems
 #include "common/faults.h"
 #include "common/ring_plan.h"
 
@@ -16,8 +17,6 @@ inline constexpr int kMaxWorld = 16;
 inline constexpr int kMaxPieces = 8;
 // Pieces smaller than this are not worth overlapping: the plan falls back to one piece.
 inline constexpr uint64_t kMinPieceBytes = 512 * 1024;
-// Values per block of the compressed wire codecs.
-inline constexpr int64_t kCodecBlockElems = 128;
 
 struct RingPlanRequest {
   int world = 4;

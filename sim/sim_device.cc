@@ -502,10 +502,19 @@ void SimDevice::Time(StreamId sid, const Op& op) {
       t.dst_rank = op.dst.rank;
       t.bytes = op.dst.bytes;
       break;
-    case OpKind::kReduce:
+    case OpKind::kReduce: {
       t.bytes = op.dst_operand.mem.bytes;
-      for (const Operand& term : op.terms) t.bytes += term.mem.bytes;
+      bool coded = op.dst_operand.codec != Codec::kPlain;
+      for (const Operand& term : op.terms) {
+        t.bytes += term.mem.bytes;
+        coded = coded || term.codec != Codec::kPlain;
+      }
+      if (coded) {
+        t.plain_bytes =
+            static_cast<uint64_t>(op.elems) * DTypeBytes(op.dtype) * (op.terms.size() + 1);
+      }
       break;
+    }
     case OpKind::kSignal:
       t.flag = {op.src.rank, op.src.addr};
       t.value = LoadU64(op.src);  // just stored by Execute

@@ -108,6 +108,15 @@ TimingModel::Node TimingModel::MakeNode(const TimedOp& op) const {
     }
     case TimedOp::Kind::kReduce:
       n.fixed_us = topo_.kernel_overhead_us;
+      if (op.plain_bytes > 0 && topo_.codec_gbps > 0) {
+        // Coding costs per element: the work is the plain-equivalent traffic, while the memory
+        // carries only the encoded bytes.
+        n.work_bytes = static_cast<double>(op.plain_bytes);
+        n.demand.cap_gbps = topo_.codec_gbps;
+        use(kMemory * g + topo_.rank_gpus[op.rank],
+            static_cast<double>(op.bytes) / static_cast<double>(op.plain_bytes));
+        break;
+      }
       n.work_bytes = static_cast<double>(op.bytes);
       n.demand.cap_gbps = topo_.reduce_gbps;
       use(kMemory * g + topo_.rank_gpus[op.rank], 1);

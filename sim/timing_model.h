@@ -54,6 +54,9 @@ struct TimedOp {
   int src_rank = 0;    // kCopy
   int dst_rank = 0;    // kCopy
   uint64_t bytes = 0;  // kCopy: payload; kReduce: traffic (terms read + destination written)
+  // kReduce with a block-coded operand: the traffic had every operand been plain (elems x dtype
+  // bytes x operands); 0 when every operand is plain.
+  uint64_t plain_bytes = 0;
   std::pair<int, uint64_t> flag;  // kSignal, kWaitFlag: (rank, address) of the flag word
   uint64_t value = 0;             // kSignal: the value stored; kWaitFlag: the value waited for
   int event = -1;                 // kRecord, kWaitEvent

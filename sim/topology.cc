@@ -384,12 +384,14 @@ absl::Status ParseLinks(const Reader& rd, const YAML::Node& doc, Topology& t) {
 
 absl::Status ParseCosts(const Reader& rd, const YAML::Node& doc, Topology& t) {
   TOPO_ASSIGN_OR_RETURN(YAML::Node kernel, rd.Required(doc, "", "kernel", "a map"));
-  TOPO_RETURN_IF_ERROR(rd.CheckMap(kernel, "kernel", {"launch_us", "overhead_us", "reduce_gbps"}));
+  TOPO_RETURN_IF_ERROR(
+      rd.CheckMap(kernel, "kernel", {"launch_us", "overhead_us", "reduce_gbps", "codec_gbps"}));
   TOPO_ASSIGN_OR_RETURN(t.kernel_launch_us,
                         rd.RequiredNumber(kernel, "kernel", "launch_us", false));
   TOPO_ASSIGN_OR_RETURN(t.kernel_overhead_us,
                         rd.RequiredNumber(kernel, "kernel", "overhead_us", false));
   TOPO_ASSIGN_OR_RETURN(t.reduce_gbps, rd.RequiredNumber(kernel, "kernel", "reduce_gbps", true));
+  TOPO_ASSIGN_OR_RETURN(t.codec_gbps, rd.OptionalNumber(kernel, "kernel", "codec_gbps"));
   TOPO_ASSIGN_OR_RETURN(YAML::Node flag, rd.Required(doc, "", "flag", "a map"));
   TOPO_RETURN_IF_ERROR(rd.CheckMap(flag, "flag", {"latency_us"}));
   TOPO_ASSIGN_OR_RETURN(t.flag_latency_us, rd.RequiredNumber(flag, "flag", "latency_us", false));

@@ -62,9 +62,13 @@ struct Topology {
   double kernel_launch_us = 0;    // host time to launch a kernel (reduce, signal, wait)
   double kernel_overhead_us = 0;  // device time of every kernel besides its traffic
   double reduce_gbps = 0;         // reduce kernel traffic: terms read + destination written
-  double flag_latency_us = 0;     // from a flag store until a waiting kernel on its GPU sees it
-  double copy_launch_us = 0;      // host time to enqueue a copy
-  double event_us = 0;            // host time to record or wait an event
+  // Reduce kernels with a block-coded operand (int8 / E4M3 with scales) run at this rate of
+  // plain-equivalent traffic: every operand counted as elems x dtype bytes. 0: such kernels
+  // run as plain ones, at reduce_gbps on their encoded bytes.
+  double codec_gbps = 0;
+  double flag_latency_us = 0;  // from a flag store until a waiting kernel on its GPU sees it
+  double copy_launch_us = 0;   // host time to enqueue a copy
+  double event_us = 0;         // host time to record or wait an event
 
   // Ranks the topology holds.
   int max_ranks() const { return static_cast<int>(rank_gpus.size()); }

@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "absl/strings/str_format.h"
+#include "common/codec.h"
 #include "common/dma_all_reduce.h"
 #include "sim/topology.h"
 #include "tools/host_cost.h"
@@ -116,6 +117,26 @@ absl::Status MeasureKernels(Device& device, const DeviceClock& clock, const Cali
         RoundUs(device, clock, plan, RoundsFor(plan, 3 * bytes), [&] { return reduce(bytes); });
     if (!us.ok()) return us.status();
     m.reduces.push_back(ReduceSample{bytes, *us});
+  }
+  // The i8_ring's hop kernel in the same buffers: i8 a + bf16 b -> i8 c. Encoded operands are
+  // smaller than plain ones; zeros decode to zeros.
+  const auto requantizing_add = [&](uint64_t bytes) {
+    const int64_t elems = static_cast<int64_t>(bytes / 2);
+    const uint64_t coded = EncodedBytes(Codec::kInt8Block, DType::kBF16, elems);
+    const Operand terms[] = {{a_or->Slice(0, coded), Codec::kInt8Block}, {b_or->Slice(0, bytes)}};
+    return device.Reduce(compute, DType::kBF16, Operand{c_or->Slice(0, coded), Codec::kInt8Block},
+                         terms, elems, "calibrate requantizing add");
+  };
+  for (uint64_t bytes : plan.reduce_bytes) {
+    if (bytes % (2 * kCodecBlockElems) != 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "calibrate: reduce size %d bytes is not a whole number of %d-element codec blocks", bytes,
+          kCodecBlockElems));
+    }
+    absl::StatusOr<double> us = RoundUs(device, clock, plan, RoundsFor(plan, 3 * bytes),
+                                        [&] { return requantizing_add(bytes); });
+    if (!us.ok()) return us.status();
+    m.codec_reduces.push_back(ReduceSample{bytes, *us});
   }
   CAL_ASSIGN_OR_RETURN(
       kernel_us, EnqueueCostUs(device, clock, plan.enqueue_calls, [&] { return reduce(512); }));

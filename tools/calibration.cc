@@ -161,6 +161,21 @@ absl::StatusOr<CalibratedRates> FitRates(const CalibrationMeasurements& m) {
   }
   r.kernel_overhead_us = reduce_fit->first;
   r.reduce_gbps = 1.0 / (reduce_fit->second * 1e3);
+  std::vector<std::pair<double, double>> coded;
+  for (const ReduceSample& s : m.codec_reduces) {
+    if (!(s.us > 0)) {
+      return Invalid(
+          absl::StrFormat("calibration: codec reduce of %d bytes took %g us", s.bytes, s.us));
+    }
+    if (ReduceIsDeviceBound(m, s)) coded.emplace_back(3.0 * static_cast<double>(s.bytes), s.us);
+  }
+  absl::StatusOr<std::pair<double, double>> codec_fit = FitLineRelative(coded);
+  if (!codec_fit.ok()) {
+    return Invalid(absl::StrFormat("calibration: device-bound codec reduces: %s",
+                                   codec_fit.status().message()));
+  }
+  r.codec_overhead_us = codec_fit->first;
+  r.codec_gbps = 1.0 / (codec_fit->second * 1e3);
   // The model's hop: the signal kernel (overhead) and then the store's latency to the waiter.
   r.flag_latency_us = std::max(0.01, m.flag_hop_us - r.kernel_overhead_us);
   if (absl::Status s = FitHostCosts(m, r); !s.ok()) return s;
@@ -203,6 +218,12 @@ absl::StatusOr<std::string> CalibrationYaml(const CalibrationMeasurements& m, in
                          Gbps(3.0 * s.bytes, s.us), ReduceIsDeviceBound(m, s) ? "yes" : "no",
                          r.kernel_overhead_us + 3.0 * s.bytes / (r.reduce_gbps * 1e3));
   }
+  y += "# codec reduces: plain bytes/operand  us/kernel  plain-equiv. GB/s  fit  model us\n";
+  for (const ReduceSample& s : m.codec_reduces) {
+    y += absl::StrFormat("#   %22d  %13.2f  %17.1f  %3s  %8.2f\n", s.bytes, s.us,
+                         Gbps(3.0 * s.bytes, s.us), ReduceIsDeviceBound(m, s) ? "yes" : "no",
+                         r.codec_overhead_us + 3.0 * s.bytes / (r.codec_gbps * 1e3));
+  }
   y += absl::StrFormat(
       "# host enqueue us, alone: copy %.3f, reduce kernel %.3f, event %.3f; flag hop %.3f us\n",
       m.copy_enqueue_us, m.kernel_enqueue_us, m.event_enqueue_us, m.flag_hop_us);
@@ -233,8 +254,9 @@ absl::StatusOr<std::string> CalibrationYaml(const CalibrationMeasurements& m, in
   y += absl::StrFormat(
       "kernel:\n  launch_us: %.6g        # in situ: host time of one kernel enqueue\n"
       "  overhead_us: %.6g      # fit: a reduce takes overhead_us + traffic / reduce_gbps\n"
-      "  reduce_gbps: %.6g      # (traffic = 2 operands read + 1 written; device-bound)\n",
-      r.kernel_launch_us, r.kernel_overhead_us, r.reduce_gbps);
+      "  reduce_gbps: %.6g      # (traffic = 2 operands read + 1 written; device-bound)\n"
+      "  codec_gbps: %.6g       # fit: int8 requantizing adds, plain-equivalent traffic\n",
+      r.kernel_launch_us, r.kernel_overhead_us, r.reduce_gbps, r.codec_gbps);
   y += absl::StrFormat(
       "flag:\n  latency_us: %.6g       # measured flag hop minus kernel.overhead_us\n",
       r.flag_latency_us);

@@ -49,6 +49,9 @@ struct CalibrationMeasurements {
   // What.
   std::vector<CopySample> copies;
   std::vector<ReduceSample> reduces;
+  // Int8-block requantizing adds, i8 a + bf16 b -> i8 c (the i8_ring's hop kernel); `bytes` is
+  // one operand's plain size (elements x 2), so the plain-equivalent traffic is 3 x bytes.
+  std::vector<ReduceSample> codec_reduces;
   // Host time of one call in a loop of that call alone; they also tell which samples above are
   // device-bound (FitRates).
   double copy_enqueue_us = 0;    // Device::Copy
@@ -76,6 +79,10 @@ struct CalibratedRates {
   // A reduce kernel takes overhead + 3 bytes / reduce_gbps: fitted to the device-bound reduces.
   double reduce_gbps = 0;
   double kernel_overhead_us = 0;
+  // Coded kernels: plain-equivalent traffic rate fitted to the device-bound requantizing adds
+  // (and that fit's intercept, reported only: the model gives every kernel overhead_us).
+  double codec_gbps = 0;
+  double codec_overhead_us = 0;
   // flag_hop_us - kernel_overhead_us: the model's flag latency after the signal kernel.
   double flag_latency_us = 0;
   // Host costs in situ: each kind's mean timed cost inside the all-reduces, plus the host time

@@ -178,6 +178,46 @@ TEST(TimingModelTest, SameGpuCopiesShareItsMemory) {
   EXPECT_DOUBLE_EQ(t.Run(), 2 + 1e6 / 500e3);
 }
 
+TEST(TimingModelTest, ReduceTakesOverheadPlusTrafficOverItsRate) {
+  const Topology topo = Parse(kSwitchPairs);
+  Timed t(topo, 4);
+  // 100,000 bf16 elements: a + b -> c moves 3 x 200,000 bytes at 500 GB/s after 3 us.
+  const Operand terms[] = {{t.Buf(0, 0, 200'000)}, {t.Buf(0, 200'000, 200'000)}};
+  ASSERT_TRUE(t.dev()
+                  .Reduce(t.Stream(0, StreamKind::kCompute), DType::kBF16,
+                          Operand{t.Buf(0, 400'000, 200'000)}, terms, 100'000, "add")
+                  .ok());
+  EXPECT_DOUBLE_EQ(t.Run(), 3 + 600'000 / 500e3);
+}
+
+// An int8-block requantizing add of 128,000 elements: i8 a + bf16 b -> i8 c. Encoded, an int8
+// operand is 128,000 values + 1,000 fp32 scales = 132,000 bytes: 520,000 bytes of traffic.
+// Plain-equivalent: 3 operands x 256,000 bytes = 768,000.
+double TimeRequantizingAdd(const Topology& topology) {
+  Timed t(topology, 4);
+  const MemRef a = t.Buf(0, 0, 132'000), b = t.Buf(0, 200'000, 256'000),
+               c = t.Buf(0, 600'000, 132'000);
+  EXPECT_TRUE(t.dev().Write(t.Buf(0, 0, 1'000'000), std::vector<uint8_t>(1'000'000, 0)).ok());
+  t.Run();
+  const Operand terms[] = {{a, Codec::kInt8Block}, {b}};
+  EXPECT_TRUE(t.dev()
+                  .Reduce(t.Stream(0, StreamKind::kCompute), DType::kBF16,
+                          Operand{c, Codec::kInt8Block}, terms, 128'000, "requantizing add")
+                  .ok());
+  return t.Run();
+}
+
+TEST(TimingModelTest, CodedReduceRunsAtTheCodecRateOnPlainEquivalentTraffic) {
+  Topology topo = Parse(kSwitchPairs);
+  // No codec rate: a coded kernel is timed like a plain one, on its encoded bytes.
+  EXPECT_DOUBLE_EQ(TimeRequantizingAdd(topo), 3 + 520'000 / 500e3);
+  topo.codec_gbps = 100;
+  EXPECT_DOUBLE_EQ(TimeRequantizingAdd(topo), 3 + 768'000 / 100e3);
+  // The memory carries the encoded bytes only: at 50 GB/s it, not the codec rate, sets the pace.
+  topo.memory_gbps = 50;
+  EXPECT_DOUBLE_EQ(TimeRequantizingAdd(topo), 3 + 520'000 / 50e3);
+}
+
 TEST(TimingModelTest, EfficiencyCurveInterpolatesInLogSize) {
   LinkClass link;
   link.gbps = 100;

@@ -45,6 +45,17 @@ TEST(TopologyTest, ValidDocumentParses) {
   EXPECT_EQ(t->uplinks[2].parent, -1);
   EXPECT_DOUBLE_EQ(t->uplinks[2].fabric_gbps, 80);
   EXPECT_DOUBLE_EQ(t->flag_latency_us, 1.5);
+  EXPECT_DOUBLE_EQ(t->codec_gbps, 0);  // optional: coded kernels run as plain ones
+}
+
+TEST(TopologyTest, CodecRateIsOptionalAndNonNegative) {
+  const std::string with_rate =
+      absl::StrReplaceAll(kValid, {{"reduce_gbps: 500}", "reduce_gbps: 500, codec_gbps: 120}"}});
+  absl::StatusOr<Topology> t = ParseTopology(with_rate, "t.yaml");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_DOUBLE_EQ(t->codec_gbps, 120);
+  EXPECT_EQ(ErrorWith("reduce_gbps: 500}", "reduce_gbps: 500, codec_gbps: -1}"),
+            "t.yaml:13:70: field 'kernel.codec_gbps': found '-1', allowed a number >= 0");
 }
 
 TEST(TopologyTest, RouteClimbsTurnsInTheLowestCommonNodeAndDescends) {

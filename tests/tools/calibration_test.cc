@@ -15,7 +15,8 @@ namespace dmalab {
 namespace {
 
 // Measurements a GPU with exactly these rates would give: copies of latency 8 us at
-// 2000 GB/s (two at once share 4000 GB/s of memory), kernels of 3 us overhead at 3000 GB/s.
+// 2000 GB/s (two at once share 4000 GB/s of memory), kernels of 3 us overhead at 3000 GB/s,
+// requantizing adds of 4 us at 1000 GB/s of plain-equivalent traffic.
 CalibrationMeasurements FakeMeasurements() {
   CalibrationMeasurements m;
   m.gpu_name = "NVIDIA H200";
@@ -32,6 +33,7 @@ CalibrationMeasurements FakeMeasurements() {
   }
   for (uint64_t bytes : {16ull << 20, 256ull << 20, 1ull << 30}) {
     m.reduces.push_back(ReduceSample{bytes, 3 + 3.0 * bytes / 3000e3});
+    m.codec_reduces.push_back(ReduceSample{bytes, 4 + 3.0 * bytes / 1000e3});
   }
   m.copy_enqueue_us = 2.25;
   m.kernel_enqueue_us = 2.75;
@@ -68,6 +70,8 @@ TEST(CalibrationTest, FitRatesRecoversTheRatesBehindTheMeasurements) {
   EXPECT_NEAR(r->memory_gbps, 4000, 1e-6);  // 2 x the 2-stream aggregate of 2000 payload
   EXPECT_NEAR(r->reduce_gbps, 3000, 1e-6);
   EXPECT_NEAR(r->kernel_overhead_us, 3, 1e-9);
+  EXPECT_NEAR(r->codec_gbps, 1000, 1e-6);
+  EXPECT_NEAR(r->codec_overhead_us, 4, 1e-9);
   EXPECT_NEAR(r->flag_latency_us, 1.5, 1e-9);  // hop 4.5 - kernel overhead 3
   EXPECT_EQ(r->copy_engines, 3);
   // Host costs in situ, not alone in a loop: the mean timed call plus 0.25 us between calls.
@@ -118,6 +122,7 @@ TEST(CalibrationTest, WrittenYamlLoadsWithTheTopologyLoader) {
   EXPECT_TRUE(t->local.efficiency.empty());
   EXPECT_NEAR(t->reduce_gbps, 3000, 1e-3);
   EXPECT_NEAR(t->kernel_overhead_us, 3, 1e-5);
+  EXPECT_NEAR(t->codec_gbps, 1000, 1e-3);
   EXPECT_DOUBLE_EQ(t->kernel_launch_us, 3.75);
   EXPECT_DOUBLE_EQ(t->copy_launch_us, 3.25);
   EXPECT_DOUBLE_EQ(t->event_us, 0.75);
@@ -130,6 +135,11 @@ TEST(CalibrationTest, MissingSamplesAreNamed) {
   m.reduces.resize(1);
   EXPECT_EQ(FitRates(m).status().message(),
             "calibration: device-bound reduces: fit: 1 points with fewer than two distinct x");
+  m = FakeMeasurements();
+  m.codec_reduces.clear();
+  EXPECT_EQ(FitRates(m).status().message(),
+            "calibration: device-bound codec reduces: fit: 0 points with fewer than two distinct "
+            "x");
   m = FakeMeasurements();
   m.flag_hop_us = 0;
   EXPECT_EQ(FitRates(m).status().message(), "calibration: flag hop is 0 us; must be > 0");
@@ -157,7 +167,7 @@ copy_engines: 4
 memory_gbps: 1600
 links:
   local: {gbps: 800, latency_us: 6}
-kernel: {launch_us: 0.5, overhead_us: 2.5, reduce_gbps: 1200}
+kernel: {launch_us: 0.5, overhead_us: 2.5, reduce_gbps: 1200, codec_gbps: 600}
 flag: {latency_us: 1.25}
 host: {copy_us: 1.5, event_us: 0.25}
 )";
@@ -192,6 +202,8 @@ TEST(CalibrationTest, MeasuringTheSimulatorRecoversItsTopology) {
   EXPECT_NEAR(r->memory_gbps, 1600, 16);
   EXPECT_NEAR(r->reduce_gbps, 1200, 12);
   EXPECT_NEAR(r->kernel_overhead_us, 2.5, 0.1);
+  EXPECT_NEAR(r->codec_gbps, 600, 6);
+  EXPECT_NEAR(r->codec_overhead_us, 2.5, 0.1);
   // In situ: every call costs the simulated host what the topology says, and nothing else does.
   ASSERT_EQ(m->host_costs.size(), 1u);
   const HostCallTallies& calls = m->host_costs[0].tallies;
