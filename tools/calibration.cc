@@ -38,6 +38,29 @@ bool ReduceIsDeviceBound(const CalibrationMeasurements& m, const ReduceSample& s
   return s.us >= kDeviceBoundFactor * m.kernel_enqueue_us;
 }
 
+// A kernel class's `overhead_us + 3 bytes / gbps`, fitted to its device-bound samples.
+struct KernelFit {
+  double overhead_us = 0, gbps = 0;
+};
+absl::StatusOr<KernelFit> FitKernels(const CalibrationMeasurements& m,
+                                     const std::vector<ReduceSample>& samples,
+                                     std::string_view what) {
+  std::vector<std::pair<double, double>> points;
+  for (const ReduceSample& s : samples) {
+    if (!(s.us > 0)) {
+      return Invalid(
+          absl::StrFormat("calibration: %s of %d bytes took %g us", what, s.bytes, s.us));
+    }
+    if (ReduceIsDeviceBound(m, s)) points.emplace_back(3.0 * static_cast<double>(s.bytes), s.us);
+  }
+  absl::StatusOr<std::pair<double, double>> fit = FitLineRelative(points);
+  if (!fit.ok()) {
+    return Invalid(
+        absl::StrFormat("calibration: device-bound %ss: %s", what, fit.status().message()));
+  }
+  return KernelFit{fit->first, 1.0 / (fit->second * 1e3)};
+}
+
 // The in-situ host costs: per kind, the mean timed call; the host time between calls (the
 // uninstrumented enqueue minus the timed calls, from the algorithm's own bookkeeping and the
 // timing itself) is spread evenly over all calls, since the model charges host time per call.
@@ -147,35 +170,14 @@ absl::StatusOr<CalibratedRates> FitRates(const CalibrationMeasurements& m) {
   // fitted single copy needs, so that one copy alone is never memory-bound in the model.
   r.memory_gbps = std::max(2 * best_aggregate_gbps, 2 * r.local_gbps);
 
-  std::vector<std::pair<double, double>> kernels;
-  for (const ReduceSample& s : m.reduces) {
-    if (!(s.us > 0)) {
-      return Invalid(absl::StrFormat("calibration: reduce of %d bytes took %g us", s.bytes, s.us));
-    }
-    if (ReduceIsDeviceBound(m, s)) kernels.emplace_back(3.0 * static_cast<double>(s.bytes), s.us);
-  }
-  absl::StatusOr<std::pair<double, double>> reduce_fit = FitLineRelative(kernels);
-  if (!reduce_fit.ok()) {
-    return Invalid(
-        absl::StrFormat("calibration: device-bound reduces: %s", reduce_fit.status().message()));
-  }
-  r.kernel_overhead_us = reduce_fit->first;
-  r.reduce_gbps = 1.0 / (reduce_fit->second * 1e3);
-  std::vector<std::pair<double, double>> coded;
-  for (const ReduceSample& s : m.codec_reduces) {
-    if (!(s.us > 0)) {
-      return Invalid(
-          absl::StrFormat("calibration: codec reduce of %d bytes took %g us", s.bytes, s.us));
-    }
-    if (ReduceIsDeviceBound(m, s)) coded.emplace_back(3.0 * static_cast<double>(s.bytes), s.us);
-  }
-  absl::StatusOr<std::pair<double, double>> codec_fit = FitLineRelative(coded);
-  if (!codec_fit.ok()) {
-    return Invalid(absl::StrFormat("calibration: device-bound codec reduces: %s",
-                                   codec_fit.status().message()));
-  }
-  r.codec_overhead_us = codec_fit->first;
-  r.codec_gbps = 1.0 / (codec_fit->second * 1e3);
+  absl::StatusOr<KernelFit> reduce_fit = FitKernels(m, m.reduces, "reduce");
+  if (!reduce_fit.ok()) return reduce_fit.status();
+  r.kernel_overhead_us = reduce_fit->overhead_us;
+  r.reduce_gbps = reduce_fit->gbps;
+  absl::StatusOr<KernelFit> codec_fit = FitKernels(m, m.codec_reduces, "codec reduce");
+  if (!codec_fit.ok()) return codec_fit.status();
+  r.codec_overhead_us = codec_fit->overhead_us;
+  r.codec_gbps = codec_fit->gbps;
   // The model's hop: the signal kernel (overhead) and then the store's latency to the waiter.
   r.flag_latency_us = std::max(0.01, m.flag_hop_us - r.kernel_overhead_us);
   if (absl::Status s = FitHostCosts(m, r); !s.ok()) return s;
