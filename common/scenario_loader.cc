@@ -125,7 +125,7 @@ absl::StatusOr<std::vector<int64_t>> Loader::Shape(const YAML::Node& node,
   std::vector<int64_t> shape;
   int64_t elems = 1;
   for (size_t i = 0; i < node.size(); ++i) {
-    const std::string dim_path = absl::StrFormat("%s[%d]", path, i);
+    const std::string dim_path = IndexPath(path, i);
     int64_t d = 0;
     if (!node[i].IsScalar() || !absl::SimpleAtoi(node[i].Scalar(), &d)) {
       return f_.Error(node[i], dim_path, f_.Describe(node[i]), "a positive integer");
@@ -190,10 +190,10 @@ absl::Status Loader::Tensors(const YAML::Node& node) {
 
 absl::StatusOr<std::vector<Step>> Loader::Steps(const YAML::Node& node,
                                                 std::string_view path) const {
-  if (!node.IsSequence()) return f_.Error(node, path, f_.Describe(node), "a list of steps");
+  DMALAB_RETURN_IF_ERROR(f_.CheckList(node, path, "a list of steps"));
   std::vector<Step> steps;
   for (size_t i = 0; i < node.size(); ++i) {
-    DMALAB_ASSIGN_OR_RETURN(auto step, OneStep(node[i], absl::StrFormat("%s[%d]", path, i)));
+    DMALAB_ASSIGN_OR_RETURN(auto step, OneStep(node[i], IndexPath(path, i)));
     steps.push_back(std::move(step));
   }
   return steps;
@@ -398,9 +398,9 @@ absl::Status Loader::AllReduce(const YAML::Node& map, std::string_view path, Ste
 }
 
 absl::Status Loader::Expectations(const YAML::Node& node) {
-  if (!node.IsSequence()) return f_.Error(node, "expect", f_.Describe(node), "a list of verdicts");
+  DMALAB_RETURN_IF_ERROR(f_.CheckList(node, "expect", "a list of verdicts"));
   for (size_t i = 0; i < node.size(); ++i) {
-    const std::string path = absl::StrFormat("expect[%d]", i);
+    const std::string path = IndexPath("expect", i);
     const YAML::Node& e = node[i];
     DMALAB_RETURN_IF_ERROR(f_.CheckMap(
         e, path, {"faults", "status", "pointer_alias", "retained_mismatches", "rank_consistent"}));
