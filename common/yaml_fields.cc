@@ -147,15 +147,15 @@ absl::Status YamlFields::CheckMap(const YAML::Node& node, std::string_view path,
   for (std::string_view a : allowed)
     absl::StrAppend(&names, names.empty() ? "" : ", ", std::string(a));
   const std::string allowed_text = absl::StrFormat("a map with fields %s", names);
-  if (!node.IsMap()) {
-    return Error(node, path.empty() ? "(document)" : path, Describe(node), allowed_text);
-  }
+  // Errors about the map itself name the root, whose path is empty, "(document)".
+  const std::string_view map_path = path.empty() ? "(document)" : path;
+  if (!node.IsMap()) return Error(node, map_path, Describe(node), allowed_text);
   std::map<std::string, SourceLoc> seen;
   for (auto it = node.begin(); it != node.end(); ++it) {
     // A copy: it-> returns a proxy that dies at the end of the statement (fuzzer-found).
     const YAML::Node key = it->first;
     if (!key.IsScalar())
-      return Error(key, path, absl::StrCat("a key that is ", Describe(key)), allowed_text);
+      return Error(key, map_path, absl::StrCat("a key that is ", Describe(key)), allowed_text);
     const std::string& name = key.Scalar();
     if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
       return Error(key, FieldPath(path, name), "an unknown field",

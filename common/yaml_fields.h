@@ -83,7 +83,8 @@ class YamlFields {
   absl::Status CheckList(const YAML::Node& node, std::string_view path,
                          std::string_view allowed) const;
 
-  // Checks that `node` is a map whose keys are all in `allowed` and appear once each.
+  // Checks that `node` is a map whose keys are all in `allowed` and appear once each; `path` is
+  // the map's, "" for the document root.
   absl::Status CheckMap(const YAML::Node& node, std::string_view path,
                         const std::vector<std::string_view>& allowed) const;
   // The value of a required field of a checked map.

@@ -91,5 +91,13 @@ TEST_F(YamlFieldsTest, CheckListAcceptsOnlyAList) {
             "f.yaml:1:7: field 'name': found '', allowed a list of numbers");
 }
 
+TEST_F(YamlFieldsTest, CheckMapNamesTheRootAsTheDocument) {
+  EXPECT_EQ(ErrorOf(f_.CheckMap(YAML::Load("[k]: 1\n"), "", {"name"})),
+            "f.yaml:1:1: field '(document)': found a key that is a list, allowed a map with fields "
+            "name");
+  EXPECT_EQ(ErrorOf(f_.CheckMap(doc_["map"], "map", {"b"})),
+            "f.yaml:5:7: field 'map.a': found an unknown field, allowed fields b");
+}
+
 }  // namespace
 }  // namespace dmalab
