@@ -5,16 +5,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/ring_planner.h"
+#include "common/status_macros.h"
 
 namespace dmalab {
 namespace {
-
-#define DMALAB_RETURN_IF_ERROR(expr)          \
-  do {                                        \
-    if (absl::Status _s = (expr); !_s.ok()) { \
-      return _s;                              \
-    }                                         \
-  } while (0)
 
 template <typename... Args>
 absl::Status Invalid(const absl::FormatSpec<Args...>& f, const Args&... args) {

@@ -9,21 +9,11 @@
 #include "common/faults.h"
 #include "common/fill.h"
 #include "common/scenario_lifetimes.h"
+#include "common/status_macros.h"
 #include "common/yaml_fields.h"
 
 namespace dmalab {
 namespace {
-
-#define DMALAB_ASSIGN_OR_RETURN(lhs, expr)      \
-  auto lhs##_or = (expr);                       \
-  if (!lhs##_or.ok()) return lhs##_or.status(); \
-  auto lhs = *std::move(lhs##_or)
-
-#define DMALAB_RETURN_IF_ERROR(expr)   \
-  do {                                 \
-    absl::Status status_ = (expr);     \
-    if (!status_.ok()) return status_; \
-  } while (0)
 
 constexpr int64_t kMaxElems = int64_t{1} << 40;
 constexpr char kStepKinds[] =
@@ -62,36 +52,36 @@ absl::StatusOr<Scenario> Loader::Load(const YAML::Node& root) {
                                      {"name", "description", "world", "dtype", "wire", "seed",
                                       "topology", "shapes", "tensors", "steps", "expect"}));
   if (auto n = f_.Optional(root, "name")) {
-    DMALAB_ASSIGN_OR_RETURN(name, f_.String(*n, "name", "a string"));
+    DMALAB_ASSIGN_OR_RETURN(auto name, f_.String(*n, "name", "a string"));
     s_.name = name;
   }
   if (auto n = f_.Optional(root, "description")) {
-    DMALAB_ASSIGN_OR_RETURN(text, f_.String(*n, "description", "a string"));
+    DMALAB_ASSIGN_OR_RETURN(auto text, f_.String(*n, "description", "a string"));
     s_.description = text;
   }
-  DMALAB_ASSIGN_OR_RETURN(world_node, f_.Required(root, "", "world", "an integer in 2..16"));
-  DMALAB_ASSIGN_OR_RETURN(world, f_.Int(world_node, "world", 2, 16));
+  DMALAB_ASSIGN_OR_RETURN(auto world_node, f_.Required(root, "", "world", "an integer in 2..16"));
+  DMALAB_ASSIGN_OR_RETURN(auto world, f_.Int(world_node, "world", 2, 16));
   s_.world = static_cast<int>(world);
   if (auto n = f_.Optional(root, "dtype")) {
     constexpr std::string_view kAllowed = "bf16, fp16, fp32";
-    DMALAB_ASSIGN_OR_RETURN(name, f_.String(*n, "dtype", kAllowed));
+    DMALAB_ASSIGN_OR_RETURN(auto name, f_.String(*n, "dtype", kAllowed));
     auto dtype = ParseDType(name);
     if (!dtype.ok()) return f_.Error(*n, "dtype", absl::StrCat("'", name, "'"), kAllowed);
     s_.dtype = *dtype;
   }
   if (auto n = f_.Optional(root, "wire")) {
     constexpr std::string_view kAllowed = "bf16, i8, i8_ring, i8_a2a, e4m3, e4m3_ring, e4m3_a2a";
-    DMALAB_ASSIGN_OR_RETURN(name, f_.String(*n, "wire", kAllowed));
+    DMALAB_ASSIGN_OR_RETURN(auto name, f_.String(*n, "wire", kAllowed));
     auto wire = ParseWireMode(name);
     if (!wire.ok()) return f_.Error(*n, "wire", absl::StrCat("'", name, "'"), kAllowed);
     s_.wire = *wire;
   }
   if (auto n = f_.Optional(root, "seed")) {
-    DMALAB_ASSIGN_OR_RETURN(seed, f_.UInt64(*n, "seed"));
+    DMALAB_ASSIGN_OR_RETURN(auto seed, f_.UInt64(*n, "seed"));
     s_.seed = seed;
   }
   if (auto n = f_.Optional(root, "topology")) {
-    DMALAB_ASSIGN_OR_RETURN(path, f_.String(*n, "topology", "a file name"));
+    DMALAB_ASSIGN_OR_RETURN(auto path, f_.String(*n, "topology", "a file name"));
     s_.topology = path;
   }
   if (auto n = f_.Optional(root, "shapes")) {
@@ -103,14 +93,15 @@ absl::StatusOr<Scenario> Loader::Load(const YAML::Node& root) {
                         absl::StrFormat("duplicate name '%s'", it->first.Scalar()),
                         "each name once");
       }
-      DMALAB_ASSIGN_OR_RETURN(shape, Shape(it->second, path));
+      DMALAB_ASSIGN_OR_RETURN(auto shape, Shape(it->second, path));
       s_.shapes[it->first.Scalar()] = shape;
     }
   }
-  DMALAB_ASSIGN_OR_RETURN(tensors, f_.Required(root, "", "tensors", "a map from names to shapes"));
+  DMALAB_ASSIGN_OR_RETURN(auto tensors,
+                          f_.Required(root, "", "tensors", "a map from names to shapes"));
   DMALAB_RETURN_IF_ERROR(Tensors(tensors));
-  DMALAB_ASSIGN_OR_RETURN(steps_node, f_.Required(root, "", "steps", "a list of steps"));
-  DMALAB_ASSIGN_OR_RETURN(steps, Steps(steps_node, "steps"));
+  DMALAB_ASSIGN_OR_RETURN(auto steps_node, f_.Required(root, "", "steps", "a list of steps"));
+  DMALAB_ASSIGN_OR_RETURN(auto steps, Steps(steps_node, "steps"));
   s_.steps = std::move(steps);
   if (auto n = f_.Optional(root, "expect")) DMALAB_RETURN_IF_ERROR(Expectations(*n));
   DMALAB_RETURN_IF_ERROR(CheckLifetimes(s_));
@@ -134,7 +125,7 @@ absl::StatusOr<std::vector<int64_t>> Loader::Shape(const YAML::Node& node,
   std::vector<int64_t> shape;
   int64_t elems = 1;
   for (size_t i = 0; i < node.size(); ++i) {
-    const std::string dim_path = absl::StrFormat("%s[%d]", path, i);
+    const std::string dim_path = IndexPath(path, i);
     int64_t d = 0;
     if (!node[i].IsScalar() || !absl::SimpleAtoi(node[i].Scalar(), &d)) {
       return f_.Error(node[i], dim_path, f_.Describe(node[i]), "a positive integer");
@@ -170,12 +161,13 @@ absl::Status Loader::Tensors(const YAML::Node& node) {
     YAML::Node shape_node = it->second;
     if (it->second.IsMap()) {
       DMALAB_RETURN_IF_ERROR(f_.CheckMap(it->second, path, {"shape", "dtype"}));
-      DMALAB_ASSIGN_OR_RETURN(sn,
+      DMALAB_ASSIGN_OR_RETURN(auto sn,
                               f_.Required(it->second, path, "shape",
                                           "a list of positive integers or a name under 'shapes'"));
       shape_node.reset(sn);  // rebinds; operator= would overwrite the tree
       if (auto d = f_.Optional(it->second, "dtype")) {
-        DMALAB_ASSIGN_OR_RETURN(dname, f_.String(*d, FieldPath(path, "dtype"), "bf16, fp16, fp32"));
+        DMALAB_ASSIGN_OR_RETURN(auto dname,
+                                f_.String(*d, FieldPath(path, "dtype"), "bf16, fp16, fp32"));
         auto dtype = ParseDType(dname);
         if (!dtype.ok()) {
           return f_.Error(*d, FieldPath(path, "dtype"), absl::StrCat("'", dname, "'"),
@@ -184,7 +176,7 @@ absl::Status Loader::Tensors(const YAML::Node& node) {
         t.dtype = *dtype;
       }
     }
-    DMALAB_ASSIGN_OR_RETURN(shape, Shape(shape_node, path));
+    DMALAB_ASSIGN_OR_RETURN(auto shape, Shape(shape_node, path));
     t.shape = shape;
     if (t.elems() % quantum != 0) {
       return f_.Error(shape_node, path,
@@ -198,10 +190,10 @@ absl::Status Loader::Tensors(const YAML::Node& node) {
 
 absl::StatusOr<std::vector<Step>> Loader::Steps(const YAML::Node& node,
                                                 std::string_view path) const {
-  if (!node.IsSequence()) return f_.Error(node, path, f_.Describe(node), "a list of steps");
+  DMALAB_RETURN_IF_ERROR(f_.CheckList(node, path, "a list of steps"));
   std::vector<Step> steps;
   for (size_t i = 0; i < node.size(); ++i) {
-    DMALAB_ASSIGN_OR_RETURN(step, OneStep(node[i], absl::StrFormat("%s[%d]", path, i)));
+    DMALAB_ASSIGN_OR_RETURN(auto step, OneStep(node[i], IndexPath(path, i)));
     steps.push_back(std::move(step));
   }
   return steps;
@@ -247,7 +239,7 @@ std::string Loader::TensorNamesAllowed() const {
 
 absl::Status Loader::TensorName(const YAML::Node& map, std::string_view path, std::string_view key,
                                 std::string* name, Step* step) const {
-  DMALAB_ASSIGN_OR_RETURN(node, f_.Required(map, path, key, TensorNamesAllowed()));
+  DMALAB_ASSIGN_OR_RETURN(auto node, f_.Required(map, path, key, TensorNamesAllowed()));
   return TensorNameValue(node, path, key, name, step);
 }
 
@@ -255,7 +247,7 @@ absl::Status Loader::TensorNameValue(const YAML::Node& node, std::string_view pa
                                      std::string_view key, std::string* name, Step* step) const {
   const std::string allowed = TensorNamesAllowed();
   const std::string field = FieldPath(path, key);
-  DMALAB_ASSIGN_OR_RETURN(value, f_.String(node, field, allowed));
+  DMALAB_ASSIGN_OR_RETURN(auto value, f_.String(node, field, allowed));
   if (s_.FindTensor(value) == nullptr) {
     return f_.Error(node, field, absl::StrFormat("unknown tensor '%s'", value), allowed);
   }
@@ -294,7 +286,7 @@ absl::Status Loader::StepFields(const YAML::Node& value, std::string_view path, 
   if (single && value.IsScalar())
     return TensorNameValue(value, path, "tensor", &step->tensor, step);
   if (auto label = f_.Optional(value, "label"); label && value.IsMap()) {
-    DMALAB_ASSIGN_OR_RETURN(text, f_.String(*label, FieldPath(path, "label"), "a string"));
+    DMALAB_ASSIGN_OR_RETURN(auto text, f_.String(*label, FieldPath(path, "label"), "a string"));
     step->label = text;
   }
   switch (step->kind) {
@@ -322,12 +314,12 @@ absl::Status Loader::StepFields(const YAML::Node& value, std::string_view path, 
       return SameType(*step, "a", "b");
     case StepKind::kRepeat: {
       DMALAB_RETURN_IF_ERROR(f_.CheckMap(value, path, {"times", "steps", "label"}));
-      DMALAB_ASSIGN_OR_RETURN(times_node,
+      DMALAB_ASSIGN_OR_RETURN(auto times_node,
                               f_.Required(value, path, "times", "an integer in 1..1000000"));
-      DMALAB_ASSIGN_OR_RETURN(times, f_.Int(times_node, FieldPath(path, "times"), 1, 1000000));
+      DMALAB_ASSIGN_OR_RETURN(auto times, f_.Int(times_node, FieldPath(path, "times"), 1, 1000000));
       step->times = times;
-      DMALAB_ASSIGN_OR_RETURN(body_node, f_.Required(value, path, "steps", "a list of steps"));
-      DMALAB_ASSIGN_OR_RETURN(body, Steps(body_node, FieldPath(path, "steps")));
+      DMALAB_ASSIGN_OR_RETURN(auto body_node, f_.Required(value, path, "steps", "a list of steps"));
+      DMALAB_ASSIGN_OR_RETURN(auto body, Steps(body_node, FieldPath(path, "steps")));
       step->body = std::move(body);
       return absl::OkStatus();
     }
@@ -339,14 +331,14 @@ absl::Status Loader::Fill(const YAML::Node& map, std::string_view path, Step* st
   DMALAB_RETURN_IF_ERROR(f_.CheckMap(map, path, {"tensor", "kind", "seed", "lo", "hi", "label"}));
   DMALAB_RETURN_IF_ERROR(TensorName(map, path, "tensor", &step->tensor, step));
   if (auto n = f_.Optional(map, "kind")) {
-    DMALAB_ASSIGN_OR_RETURN(kind, f_.String(*n, FieldPath(path, "kind"), "random, int"));
+    DMALAB_ASSIGN_OR_RETURN(auto kind, f_.String(*n, FieldPath(path, "kind"), "random, int"));
     if (kind != "random" && kind != "int") {
       return f_.Error(*n, FieldPath(path, "kind"), absl::StrCat("'", kind, "'"), "random, int");
     }
     step->fill_kind = kind == "int" ? FillKind::kInt : FillKind::kRandom;
   }
   if (auto n = f_.Optional(map, "seed")) {
-    DMALAB_ASSIGN_OR_RETURN(seed, f_.UInt64(*n, FieldPath(path, "seed")));
+    DMALAB_ASSIGN_OR_RETURN(auto seed, f_.UInt64(*n, FieldPath(path, "seed")));
     step->seed = seed;
   }
   const DType dtype = s_.FindTensor(step->tensor)->dtype;
@@ -356,10 +348,10 @@ absl::Status Loader::Fill(const YAML::Node& map, std::string_view path, Step* st
     if (!n) continue;
     double v = 0;
     if (step->fill_kind == FillKind::kInt) {
-      DMALAB_ASSIGN_OR_RETURN(i, f_.Int(*n, FieldPath(path, key), -limit, limit));
+      DMALAB_ASSIGN_OR_RETURN(auto i, f_.Int(*n, FieldPath(path, key), -limit, limit));
       v = static_cast<double>(i);
     } else {
-      DMALAB_ASSIGN_OR_RETURN(d, f_.Double(*n, FieldPath(path, key)));
+      DMALAB_ASSIGN_OR_RETURN(auto d, f_.Double(*n, FieldPath(path, key)));
       v = d;
     }
     (key == "lo" ? step->lo : step->hi) = v;
@@ -380,7 +372,7 @@ absl::Status Loader::AllReduce(const YAML::Node& map, std::string_view path, Ste
   DMALAB_RETURN_IF_ERROR(TensorName(map, path, "input", &step->input, step));
   bool in_place = false;
   if (auto n = f_.Optional(map, "in_place")) {
-    DMALAB_ASSIGN_OR_RETURN(b, f_.Bool(*n, FieldPath(path, "in_place")));
+    DMALAB_ASSIGN_OR_RETURN(auto b, f_.Bool(*n, FieldPath(path, "in_place")));
     in_place = b;
   }
   const bool has_out = f_.Optional(map, "out").has_value();
@@ -406,16 +398,16 @@ absl::Status Loader::AllReduce(const YAML::Node& map, std::string_view path, Ste
 }
 
 absl::Status Loader::Expectations(const YAML::Node& node) {
-  if (!node.IsSequence()) return f_.Error(node, "expect", f_.Describe(node), "a list of verdicts");
+  DMALAB_RETURN_IF_ERROR(f_.CheckList(node, "expect", "a list of verdicts"));
   for (size_t i = 0; i < node.size(); ++i) {
-    const std::string path = absl::StrFormat("expect[%d]", i);
+    const std::string path = IndexPath("expect", i);
     const YAML::Node& e = node[i];
     DMALAB_RETURN_IF_ERROR(f_.CheckMap(
         e, path, {"faults", "status", "pointer_alias", "retained_mismatches", "rank_consistent"}));
     Expectation x;
     x.loc = f_.Loc(e);
     if (auto n = f_.Optional(e, "faults")) {
-      DMALAB_ASSIGN_OR_RETURN(faults, f_.String(*n, FieldPath(path, "faults"), "fault names"));
+      DMALAB_ASSIGN_OR_RETURN(auto faults, f_.String(*n, FieldPath(path, "faults"), "fault names"));
       auto set = FaultSet::Parse(faults);
       if (!set.ok()) {
         std::vector<std::string> names;
@@ -426,8 +418,8 @@ absl::Status Loader::Expectations(const YAML::Node& node) {
       }
       x.faults = set->ToString();
     }
-    DMALAB_ASSIGN_OR_RETURN(status_node, f_.Required(e, path, "status", "PASS, FAIL"));
-    DMALAB_ASSIGN_OR_RETURN(status,
+    DMALAB_ASSIGN_OR_RETURN(auto status_node, f_.Required(e, path, "status", "PASS, FAIL"));
+    DMALAB_ASSIGN_OR_RETURN(auto status,
                             f_.String(status_node, FieldPath(path, "status"), "PASS, FAIL"));
     if (status != "PASS" && status != "FAIL") {
       return f_.Error(status_node, FieldPath(path, "status"), absl::StrCat("'", status, "'"),
@@ -435,15 +427,16 @@ absl::Status Loader::Expectations(const YAML::Node& node) {
     }
     x.pass = status == "PASS";
     if (auto n = f_.Optional(e, "pointer_alias")) {
-      DMALAB_ASSIGN_OR_RETURN(b, f_.Bool(*n, FieldPath(path, "pointer_alias")));
+      DMALAB_ASSIGN_OR_RETURN(auto b, f_.Bool(*n, FieldPath(path, "pointer_alias")));
       x.pointer_alias = b;
     }
     if (auto n = f_.Optional(e, "rank_consistent")) {
-      DMALAB_ASSIGN_OR_RETURN(b, f_.Bool(*n, FieldPath(path, "rank_consistent")));
+      DMALAB_ASSIGN_OR_RETURN(auto b, f_.Bool(*n, FieldPath(path, "rank_consistent")));
       x.rank_consistent = b;
     }
     if (auto n = f_.Optional(e, "retained_mismatches")) {
-      DMALAB_ASSIGN_OR_RETURN(v, f_.Int(*n, FieldPath(path, "retained_mismatches"), 0, kMaxElems));
+      DMALAB_ASSIGN_OR_RETURN(auto v,
+                              f_.Int(*n, FieldPath(path, "retained_mismatches"), 0, kMaxElems));
       x.retained_mismatches = v;
     }
     for (const Expectation& other : s_.expect) {

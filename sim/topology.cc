@@ -7,18 +7,9 @@
 #include <sstream>
 
 #include "absl/status/status.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
-// yaml-cpp 0.7's inline accessors trip GCC 12's -Wdangling-pointer (a false positive in the
-// library's header); silence it for the header only.
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdangling-pointer"
-#include "yaml-cpp/yaml.h"
-#pragma GCC diagnostic pop
-#else
-#include "yaml-cpp/yaml.h"
-#endif
+#include "common/status_macros.h"
+#include "common/yaml_fields.h"
 
 namespace dmalab {
 
@@ -76,172 +67,36 @@ std::vector<UplinkUse> RouteBetween(const Topology& t, int src, int dst) {
 
 namespace {
 
-#define TOPO_RETURN_IF_ERROR(expr)            \
-  do {                                        \
-    if (absl::Status _s = (expr); !_s.ok()) { \
-      return _s;                              \
-    }                                         \
-  } while (0)
-
-#define TOPO_CONCAT_INNER(a, b) a##b
-#define TOPO_CONCAT(a, b) TOPO_CONCAT_INNER(a, b)
-#define TOPO_ASSIGN_OR_RETURN(lhs, expr)       \
-  auto TOPO_CONCAT(_v, __LINE__) = (expr);     \
-  if (!TOPO_CONCAT(_v, __LINE__).ok()) {       \
-    return TOPO_CONCAT(_v, __LINE__).status(); \
-  }                                            \
-  lhs = *std::move(TOPO_CONCAT(_v, __LINE__))
-
 constexpr int kMaxGpus = 64;
 constexpr int kMaxRanks = 256;
+using enum YamlFields::Bound;  // kPositive, kNonNegative for the number readers
 
-// Typed reading of YAML nodes with errors located at the offending node.
-class Reader {
- public:
-  explicit Reader(std::string_view file) : file_(file) {}
-
-  absl::Status Error(const YAML::Node& node, std::string_view path, std::string_view found,
-                     std::string_view allowed) const {
-    const YAML::Mark m = node.Mark();
-    const int line = m.is_null() ? 1 : m.line + 1, col = m.is_null() ? 1 : m.column + 1;
-    return absl::InvalidArgumentError(absl::StrFormat("%s:%d:%d: field '%s': found %s, allowed %s",
-                                                      file_, line, col, path, found, allowed));
-  }
-
-  static std::string Describe(const YAML::Node& node) {
-    switch (node.Type()) {
-      case YAML::NodeType::Scalar:
-        return absl::StrFormat("'%s'", node.Scalar());
-      case YAML::NodeType::Sequence:
-        return "a list";
-      case YAML::NodeType::Map:
-        return "a map";
-      default:
-        return "nothing (null)";
-    }
-  }
-
-  // Checks that `node` is a map whose keys are all in `allowed`, each at most once.
-  absl::Status CheckMap(const YAML::Node& node, std::string_view path,
-                        const std::vector<std::string_view>& allowed) const {
-    std::string names;
-    for (std::string_view a : allowed) {
-      names += absl::StrFormat("%s%s", names.empty() ? "" : ", ", a);
-    }
-    if (!node.IsMap()) {
-      return Error(node, path.empty() ? "(document)" : path, Describe(node),
-                   absl::StrFormat("a map with fields %s", names));
-    }
-    std::vector<std::string> seen;
-    for (auto it = node.begin(); it != node.end(); ++it) {
-      const std::string key = it->first.IsScalar() ? it->first.Scalar() : "?";
-      const std::string at = Path(path, key);
-      if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
-        return Error(it->first, at, "an unknown field", absl::StrFormat("fields %s", names));
-      }
-      if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
-        return Error(it->first, at, "it a second time", "each field once");
-      }
-      seen.push_back(key);
-    }
-    return absl::OkStatus();
-  }
-
-  static std::optional<YAML::Node> Optional(const YAML::Node& map, std::string_view key) {
-    for (auto it = map.begin(); it != map.end(); ++it) {
-      if (it->first.IsScalar() && it->first.Scalar() == key) return it->second;
-    }
-    return std::nullopt;
-  }
-
-  absl::StatusOr<YAML::Node> Required(const YAML::Node& map, std::string_view path,
-                                      std::string_view key, std::string_view allowed) const {
-    std::optional<YAML::Node> v = Optional(map, key);
-    if (!v) return Error(map, Path(path, key), "nothing (the field is missing)", allowed);
-    return *v;
-  }
-
-  absl::StatusOr<std::string> Name(const YAML::Node& node, std::string_view path) const {
-    if (!node.IsScalar() || node.Scalar().empty()) {
-      return Error(node, path, Describe(node), "a non-empty name");
-    }
-    return node.Scalar();
-  }
-
-  absl::StatusOr<int> Int(const YAML::Node& node, std::string_view path, int lo, int hi) const {
-    int v = 0;
-    if (!node.IsScalar() || !absl::SimpleAtoi(node.Scalar(), &v) || v < lo || v > hi) {
-      return Error(node, path, Describe(node), absl::StrFormat("an integer in %d..%d", lo, hi));
-    }
-    return v;
-  }
-
-  // A finite number >= 0, or > 0 when `positive`.
-  absl::StatusOr<double> Number(const YAML::Node& node, std::string_view path,
-                                bool positive) const {
-    double v = 0;
-    const bool ok = node.IsScalar() && absl::SimpleAtod(node.Scalar(), &v) && std::isfinite(v) &&
-                    (positive ? v > 0 : v >= 0);
-    if (!ok) return Error(node, path, Describe(node), positive ? "a number > 0" : "a number >= 0");
-    return v;
-  }
-
-  absl::StatusOr<double> RequiredNumber(const YAML::Node& map, std::string_view path,
-                                        std::string_view key, bool positive) const {
-    TOPO_ASSIGN_OR_RETURN(YAML::Node n,
-                          Required(map, path, key, positive ? "a number > 0" : "a number >= 0"));
-    return Number(n, Path(path, key), positive);
-  }
-
-  // An optional number >= 0, 0 when absent.
-  absl::StatusOr<double> OptionalNumber(const YAML::Node& map, std::string_view path,
-                                        std::string_view key) const {
-    std::optional<YAML::Node> n = Optional(map, key);
-    if (!n) return 0.0;
-    return Number(*n, Path(path, key), /*positive=*/false);
-  }
-
-  absl::Status CheckList(const YAML::Node& node, std::string_view path,
-                         std::string_view allowed) const {
-    if (!node.IsSequence()) return Error(node, path, Describe(node), allowed);
-    return absl::OkStatus();
-  }
-
-  static std::string Path(std::string_view base, std::string_view key) {
-    return base.empty() ? std::string(key) : absl::StrFormat("%s.%s", base, key);
-  }
-  static std::string Index(std::string_view base, size_t i) {
-    return absl::StrFormat("%s[%d]", base, i);
-  }
-
- private:
-  std::string file_;
-};
-
-absl::StatusOr<LinkClass> ParseLinkClass(const Reader& rd, const YAML::Node& node,
+absl::StatusOr<LinkClass> ParseLinkClass(const YamlFields& f, const YAML::Node& node,
                                          std::string_view path,
                                          std::vector<std::string_view> fields) {
   fields.insert(fields.end(), {"gbps", "latency_us", "efficiency"});
-  TOPO_RETURN_IF_ERROR(rd.CheckMap(node, path, fields));
+  DMALAB_RETURN_IF_ERROR(f.CheckMap(node, path, fields));
   LinkClass link;
-  TOPO_ASSIGN_OR_RETURN(link.gbps, rd.RequiredNumber(node, path, "gbps", /*positive=*/true));
-  TOPO_ASSIGN_OR_RETURN(link.latency_us, rd.RequiredNumber(node, path, "latency_us", false));
-  std::optional<YAML::Node> eff = Reader::Optional(node, "efficiency");
+  DMALAB_ASSIGN_OR_RETURN(link.gbps, f.RequiredNumber(node, path, "gbps", kPositive));
+  DMALAB_ASSIGN_OR_RETURN(link.latency_us,
+                          f.RequiredNumber(node, path, "latency_us", kNonNegative));
+  std::optional<YAML::Node> eff = YamlFields::Optional(node, "efficiency");
   if (!eff) return link;
-  const std::string eff_path = Reader::Path(path, "efficiency");
+  const std::string eff_path = FieldPath(path, "efficiency");
   constexpr std::string_view kPoints = "a list of [bytes, fraction] with bytes increasing";
-  TOPO_RETURN_IF_ERROR(rd.CheckList(*eff, eff_path, kPoints));
+  DMALAB_RETURN_IF_ERROR(f.CheckList(*eff, eff_path, kPoints));
   for (size_t i = 0; i < eff->size(); ++i) {
     const YAML::Node point = (*eff)[i];
-    const std::string at = Reader::Index(eff_path, i);
+    const std::string at = IndexPath(eff_path, i);
     if (!point.IsSequence() || point.size() != 2) {
-      return rd.Error(point, at, Reader::Describe(point), "a pair [bytes, fraction]");
+      return f.Error(point, at, YamlFields::Describe(point), "a pair [bytes, fraction]");
     }
-    TOPO_ASSIGN_OR_RETURN(const double bytes, rd.Number(point[0], at + "[0]", true));
-    TOPO_ASSIGN_OR_RETURN(const double frac, rd.Number(point[1], at + "[1]", true));
-    if (frac > 1) return rd.Error(point[1], at + "[1]", Reader::Describe(point[1]), "0 < f <= 1");
+    const std::string bytes_at = IndexPath(at, 0), frac_at = IndexPath(at, 1);
+    DMALAB_ASSIGN_OR_RETURN(const double bytes, f.Number(point[0], bytes_at, kPositive));
+    DMALAB_ASSIGN_OR_RETURN(const double frac, f.Number(point[1], frac_at, kPositive));
+    if (frac > 1) return f.Error(point[1], frac_at, YamlFields::Describe(point[1]), "0 < f <= 1");
     if (!link.efficiency.empty() && bytes <= link.efficiency.back().first) {
-      return rd.Error(point[0], at + "[0]", Reader::Describe(point[0]), kPoints);
+      return f.Error(point[0], bytes_at, YamlFields::Describe(point[0]), kPoints);
     }
     link.efficiency.emplace_back(bytes, frac);
   }
@@ -249,33 +104,33 @@ absl::StatusOr<LinkClass> ParseLinkClass(const Reader& rd, const YAML::Node& nod
 }
 
 // uplinks: a list of {name, parent, gbps, fabric_gbps}; gpu_uplinks: a name per GPU.
-absl::Status ParseUplinks(const Reader& rd, const YAML::Node& doc, Topology& t) {
-  std::optional<YAML::Node> list = Reader::Optional(doc, "uplinks");
-  std::optional<YAML::Node> attach = Reader::Optional(doc, "gpu_uplinks");
+absl::Status ParseUplinks(const YamlFields& f, const YAML::Node& doc, Topology& t) {
+  std::optional<YAML::Node> list = YamlFields::Optional(doc, "uplinks");
+  std::optional<YAML::Node> attach = YamlFields::Optional(doc, "gpu_uplinks");
   if (!list && !attach) return absl::OkStatus();
-  if (!list) return rd.Error(doc, "uplinks", "nothing (the field is missing)", "a list of uplinks");
-  TOPO_RETURN_IF_ERROR(rd.CheckList(*list, "uplinks", "a list of uplinks"));
+  if (!list) return f.Missing(doc, "uplinks", "a list of uplinks");
+  DMALAB_RETURN_IF_ERROR(f.CheckList(*list, "uplinks", "a list of uplinks"));
   std::vector<std::string> parents;
   for (size_t i = 0; i < list->size(); ++i) {
     const YAML::Node u = (*list)[i];
-    const std::string path = Reader::Index("uplinks", i);
-    TOPO_RETURN_IF_ERROR(rd.CheckMap(u, path, {"name", "parent", "gbps", "fabric_gbps"}));
+    const std::string path = IndexPath("uplinks", i), name_path = FieldPath(path, "name");
+    DMALAB_RETURN_IF_ERROR(f.CheckMap(u, path, {"name", "parent", "gbps", "fabric_gbps"}));
     Uplink up;
-    TOPO_ASSIGN_OR_RETURN(YAML::Node name, rd.Required(u, path, "name", "a non-empty name"));
-    TOPO_ASSIGN_OR_RETURN(up.name, rd.Name(name, Reader::Path(path, "name")));
+    DMALAB_ASSIGN_OR_RETURN(YAML::Node name, f.Required(u, path, "name", "a non-empty name"));
+    DMALAB_ASSIGN_OR_RETURN(up.name, f.NonEmptyString(name, name_path, "a non-empty name"));
     for (const Uplink& other : t.uplinks) {
       if (other.name == up.name) {
-        return rd.Error(name, Reader::Path(path, "name"), Reader::Describe(name), "a new name");
+        return f.Error(name, name_path, YamlFields::Describe(name), "a new name");
       }
     }
-    TOPO_ASSIGN_OR_RETURN(up.fabric_gbps, rd.OptionalNumber(u, path, "fabric_gbps"));
-    std::optional<YAML::Node> parent = Reader::Optional(u, "parent");
+    DMALAB_ASSIGN_OR_RETURN(up.fabric_gbps, f.OptionalNumber(u, path, "fabric_gbps"));
+    std::optional<YAML::Node> parent = YamlFields::Optional(u, "parent");
     parents.push_back(parent ? parent->Scalar() : "");
     if (parent) {
-      TOPO_ASSIGN_OR_RETURN(up.gbps, rd.RequiredNumber(u, path, "gbps", /*positive=*/true));
-    } else if (Reader::Optional(u, "gbps")) {
-      return rd.Error(*Reader::Optional(u, "gbps"), Reader::Path(path, "gbps"), "a link up",
-                      "no gbps on a root (it has no parent); use fabric_gbps");
+      DMALAB_ASSIGN_OR_RETURN(up.gbps, f.RequiredNumber(u, path, "gbps", kPositive));
+    } else if (std::optional<YAML::Node> gbps = YamlFields::Optional(u, "gbps")) {
+      return f.Error(*gbps, FieldPath(path, "gbps"), "a link up",
+                     "no gbps on a root (it has no parent); use fabric_gbps");
     }
     t.uplinks.push_back(up);
   }
@@ -286,13 +141,13 @@ absl::Status ParseUplinks(const Reader& rd, const YAML::Node& doc, Topology& t) 
     for (size_t j = 0; j < t.uplinks.size(); ++j) {
       if (n.IsScalar() && t.uplinks[j].name == n.Scalar()) return static_cast<int>(j);
     }
-    return rd.Error(n, path, Reader::Describe(n), absl::StrFormat("one of %s", names));
+    return f.Error(n, path, YamlFields::Describe(n), absl::StrFormat("one of %s", names));
   };
   for (size_t i = 0; i < list->size(); ++i) {
     if (parents[i].empty()) continue;
-    const std::string path = Reader::Path(Reader::Index("uplinks", i), "parent");
+    const std::string path = FieldPath(IndexPath("uplinks", i), "parent");
     const YAML::Node parent = (*list)[i]["parent"];
-    TOPO_ASSIGN_OR_RETURN(t.uplinks[i].parent, find(parent, path));
+    DMALAB_ASSIGN_OR_RETURN(t.uplinks[i].parent, find(parent, path));
   }
   // Walking up from any node must reach a root within as many steps as there are uplinks.
   for (size_t i = 0; i < t.uplinks.size(); ++i) {
@@ -300,144 +155,138 @@ absl::Status ParseUplinks(const Reader& rd, const YAML::Node& doc, Topology& t) 
     for (int u = static_cast<int>(i); u >= 0; u = t.uplinks[u].parent) {
       if (++steps > static_cast<int>(t.uplinks.size())) {
         const YAML::Node parent = (*list)[i]["parent"];
-        return rd.Error(parent, Reader::Path(Reader::Index("uplinks", i), "parent"),
-                        Reader::Describe(parent), "a parent that is not a descendant");
+        return f.Error(parent, FieldPath(IndexPath("uplinks", i), "parent"),
+                       YamlFields::Describe(parent), "a parent that is not a descendant");
       }
     }
   }
   const std::string allowed = absl::StrFormat("a list of %d uplink names", t.gpus);
-  if (!attach) return rd.Error(doc, "gpu_uplinks", "nothing (the field is missing)", allowed);
+  if (!attach) return f.Missing(doc, "gpu_uplinks", allowed);
   if (!attach->IsSequence() || static_cast<int>(attach->size()) != t.gpus) {
     const std::string found = attach->IsSequence() ? absl::StrFormat("a list of %d", attach->size())
-                                                   : Reader::Describe(*attach);
-    return rd.Error(*attach, "gpu_uplinks", found, allowed);
+                                                   : YamlFields::Describe(*attach);
+    return f.Error(*attach, "gpu_uplinks", found, allowed);
   }
   for (int g = 0; g < t.gpus; ++g) {
-    TOPO_ASSIGN_OR_RETURN(const int u, find((*attach)[g], Reader::Index("gpu_uplinks", g)));
+    DMALAB_ASSIGN_OR_RETURN(const int u, find((*attach)[g], IndexPath("gpu_uplinks", g)));
     t.gpu_uplinks.push_back(u);
   }
   return absl::OkStatus();
 }
 
-absl::Status ParseRanks(const Reader& rd, const YAML::Node& doc, Topology& t) {
-  std::optional<YAML::Node> per = Reader::Optional(doc, "ranks_per_gpu");
-  std::optional<YAML::Node> map = Reader::Optional(doc, "rank_gpus");
+absl::Status ParseRanks(const YamlFields& f, const YAML::Node& doc, Topology& t) {
+  std::optional<YAML::Node> per = YamlFields::Optional(doc, "ranks_per_gpu");
+  std::optional<YAML::Node> map = YamlFields::Optional(doc, "rank_gpus");
   if (per && map) {
-    return rd.Error(*map, "rank_gpus", "it beside ranks_per_gpu", "one of the two");
+    return f.Error(*map, "rank_gpus", "it beside ranks_per_gpu", "one of the two");
   }
   if (!map) {
     int n = 1;
     if (per) {
-      TOPO_ASSIGN_OR_RETURN(n, rd.Int(*per, "ranks_per_gpu", 1, kMaxRanks / t.gpus));
+      DMALAB_ASSIGN_OR_RETURN(n, f.Int(*per, "ranks_per_gpu", 1, kMaxRanks / t.gpus));
     }
     for (int g = 0; g < t.gpus; ++g) t.rank_gpus.insert(t.rank_gpus.end(), n, g);
     return absl::OkStatus();
   }
-  TOPO_RETURN_IF_ERROR(rd.CheckList(*map, "rank_gpus", "a list with one GPU per rank"));
+  DMALAB_RETURN_IF_ERROR(f.CheckList(*map, "rank_gpus", "a list with one GPU per rank"));
   if (map->size() == 0 || map->size() > kMaxRanks) {
-    return rd.Error(*map, "rank_gpus", absl::StrFormat("a list of %d", map->size()),
-                    absl::StrFormat("1..%d ranks", kMaxRanks));
+    return f.Error(*map, "rank_gpus", absl::StrFormat("a list of %d", map->size()),
+                   absl::StrFormat("1..%d ranks", kMaxRanks));
   }
   for (size_t r = 0; r < map->size(); ++r) {
-    TOPO_ASSIGN_OR_RETURN(const int g,
-                          rd.Int((*map)[r], Reader::Index("rank_gpus", r), 0, t.gpus - 1));
+    DMALAB_ASSIGN_OR_RETURN(const int g,
+                            f.Int((*map)[r], IndexPath("rank_gpus", r), 0, t.gpus - 1));
     t.rank_gpus.push_back(g);
   }
   return absl::OkStatus();
 }
 
-absl::Status ParseLinks(const Reader& rd, const YAML::Node& doc, Topology& t) {
-  TOPO_ASSIGN_OR_RETURN(YAML::Node links, rd.Required(doc, "", "links", "a map"));
-  TOPO_RETURN_IF_ERROR(rd.CheckMap(links, "links", {"local", "peer", "pairs"}));
+absl::Status ParseLinks(const YamlFields& f, const YAML::Node& doc, Topology& t) {
+  DMALAB_ASSIGN_OR_RETURN(YAML::Node links, f.Required(doc, "", "links", "a map"));
+  DMALAB_RETURN_IF_ERROR(f.CheckMap(links, "links", {"local", "peer", "pairs"}));
   constexpr std::string_view kLink = "a map with gbps, latency_us";
-  TOPO_ASSIGN_OR_RETURN(YAML::Node local, rd.Required(links, "links", "local", kLink));
-  TOPO_ASSIGN_OR_RETURN(t.local, ParseLinkClass(rd, local, "links.local", {}));
-  std::optional<YAML::Node> peer = Reader::Optional(links, "peer");
-  if (!peer && t.gpus > 1) {
-    return rd.Error(links, "links.peer", "nothing (the field is missing)", kLink);
-  }
+  DMALAB_ASSIGN_OR_RETURN(YAML::Node local, f.Required(links, "links", "local", kLink));
+  DMALAB_ASSIGN_OR_RETURN(t.local, ParseLinkClass(f, local, "links.local", {}));
+  std::optional<YAML::Node> peer = YamlFields::Optional(links, "peer");
+  if (!peer && t.gpus > 1) return f.Missing(links, "links.peer", kLink);
   if (peer) {
-    TOPO_ASSIGN_OR_RETURN(t.peer, ParseLinkClass(rd, *peer, "links.peer", {}));
+    DMALAB_ASSIGN_OR_RETURN(t.peer, ParseLinkClass(f, *peer, "links.peer", {}));
   }
-  std::optional<YAML::Node> pairs = Reader::Optional(links, "pairs");
+  std::optional<YAML::Node> pairs = YamlFields::Optional(links, "pairs");
   if (!pairs) return absl::OkStatus();
-  TOPO_RETURN_IF_ERROR(rd.CheckList(*pairs, "links.pairs", "a list of pair links"));
+  DMALAB_RETURN_IF_ERROR(f.CheckList(*pairs, "links.pairs", "a list of pair links"));
   for (size_t i = 0; i < pairs->size(); ++i) {
     const YAML::Node p = (*pairs)[i];
-    const std::string path = Reader::Index("links.pairs", i);
+    const std::string path = IndexPath("links.pairs", i);
     PairLink pl;
-    TOPO_ASSIGN_OR_RETURN(pl.link, ParseLinkClass(rd, p, path, {"gpus"}));
-    const std::string gpus_path = Reader::Path(path, "gpus");
-    TOPO_ASSIGN_OR_RETURN(YAML::Node gpus, rd.Required(p, path, "gpus", "[gpu, gpu]"));
+    DMALAB_ASSIGN_OR_RETURN(pl.link, ParseLinkClass(f, p, path, {"gpus"}));
+    const std::string gpus_path = FieldPath(path, "gpus");
+    DMALAB_ASSIGN_OR_RETURN(YAML::Node gpus, f.Required(p, path, "gpus", "[gpu, gpu]"));
     if (!gpus.IsSequence() || gpus.size() != 2) {
-      return rd.Error(gpus, gpus_path, Reader::Describe(gpus), "two different GPUs [a, b]");
+      return f.Error(gpus, gpus_path, YamlFields::Describe(gpus), "two different GPUs [a, b]");
     }
-    TOPO_ASSIGN_OR_RETURN(pl.gpu_a, rd.Int(gpus[0], gpus_path + "[0]", 0, t.gpus - 1));
-    TOPO_ASSIGN_OR_RETURN(pl.gpu_b, rd.Int(gpus[1], gpus_path + "[1]", 0, t.gpus - 1));
+    DMALAB_ASSIGN_OR_RETURN(pl.gpu_a, f.Int(gpus[0], IndexPath(gpus_path, 0), 0, t.gpus - 1));
+    DMALAB_ASSIGN_OR_RETURN(pl.gpu_b, f.Int(gpus[1], IndexPath(gpus_path, 1), 0, t.gpus - 1));
     if (pl.gpu_a == pl.gpu_b) {
-      return rd.Error(gpus, gpus_path, "the same GPU twice", "two different GPUs [a, b]");
+      return f.Error(gpus, gpus_path, "the same GPU twice", "two different GPUs [a, b]");
     }
     t.pairs.push_back(pl);
   }
   return absl::OkStatus();
 }
 
-absl::Status ParseCosts(const Reader& rd, const YAML::Node& doc, Topology& t) {
-  TOPO_ASSIGN_OR_RETURN(YAML::Node kernel, rd.Required(doc, "", "kernel", "a map"));
-  TOPO_RETURN_IF_ERROR(
-      rd.CheckMap(kernel, "kernel", {"launch_us", "overhead_us", "reduce_gbps", "codec_gbps"}));
-  TOPO_ASSIGN_OR_RETURN(t.kernel_launch_us,
-                        rd.RequiredNumber(kernel, "kernel", "launch_us", false));
-  TOPO_ASSIGN_OR_RETURN(t.kernel_overhead_us,
-                        rd.RequiredNumber(kernel, "kernel", "overhead_us", false));
-  TOPO_ASSIGN_OR_RETURN(t.reduce_gbps, rd.RequiredNumber(kernel, "kernel", "reduce_gbps", true));
-  TOPO_ASSIGN_OR_RETURN(t.codec_gbps, rd.OptionalNumber(kernel, "kernel", "codec_gbps"));
-  TOPO_ASSIGN_OR_RETURN(YAML::Node flag, rd.Required(doc, "", "flag", "a map"));
-  TOPO_RETURN_IF_ERROR(rd.CheckMap(flag, "flag", {"latency_us"}));
-  TOPO_ASSIGN_OR_RETURN(t.flag_latency_us, rd.RequiredNumber(flag, "flag", "latency_us", false));
-  TOPO_ASSIGN_OR_RETURN(YAML::Node host, rd.Required(doc, "", "host", "a map"));
-  TOPO_RETURN_IF_ERROR(rd.CheckMap(host, "host", {"copy_us", "event_us"}));
-  TOPO_ASSIGN_OR_RETURN(t.copy_launch_us, rd.RequiredNumber(host, "host", "copy_us", false));
-  TOPO_ASSIGN_OR_RETURN(t.event_us, rd.RequiredNumber(host, "host", "event_us", false));
+absl::Status ParseCosts(const YamlFields& f, const YAML::Node& doc, Topology& t) {
+  DMALAB_ASSIGN_OR_RETURN(YAML::Node kernel, f.Required(doc, "", "kernel", "a map"));
+  DMALAB_RETURN_IF_ERROR(
+      f.CheckMap(kernel, "kernel", {"launch_us", "overhead_us", "reduce_gbps", "codec_gbps"}));
+  DMALAB_ASSIGN_OR_RETURN(t.kernel_launch_us,
+                          f.RequiredNumber(kernel, "kernel", "launch_us", kNonNegative));
+  DMALAB_ASSIGN_OR_RETURN(t.kernel_overhead_us,
+                          f.RequiredNumber(kernel, "kernel", "overhead_us", kNonNegative));
+  DMALAB_ASSIGN_OR_RETURN(t.reduce_gbps,
+                          f.RequiredNumber(kernel, "kernel", "reduce_gbps", kPositive));
+  DMALAB_ASSIGN_OR_RETURN(t.codec_gbps, f.OptionalNumber(kernel, "kernel", "codec_gbps"));
+  DMALAB_ASSIGN_OR_RETURN(YAML::Node flag, f.Required(doc, "", "flag", "a map"));
+  DMALAB_RETURN_IF_ERROR(f.CheckMap(flag, "flag", {"latency_us"}));
+  DMALAB_ASSIGN_OR_RETURN(t.flag_latency_us,
+                          f.RequiredNumber(flag, "flag", "latency_us", kNonNegative));
+  DMALAB_ASSIGN_OR_RETURN(YAML::Node host, f.Required(doc, "", "host", "a map"));
+  DMALAB_RETURN_IF_ERROR(f.CheckMap(host, "host", {"copy_us", "event_us"}));
+  DMALAB_ASSIGN_OR_RETURN(t.copy_launch_us,
+                          f.RequiredNumber(host, "host", "copy_us", kNonNegative));
+  DMALAB_ASSIGN_OR_RETURN(t.event_us, f.RequiredNumber(host, "host", "event_us", kNonNegative));
   return absl::OkStatus();
 }
 
-absl::StatusOr<Topology> ParseDocument(const Reader& rd, const YAML::Node& doc) {
-  TOPO_RETURN_IF_ERROR(
-      rd.CheckMap(doc, "",
-                  {"name", "gpus", "ranks_per_gpu", "rank_gpus", "copy_engines", "memory_gbps",
-                   "port_gbps", "links", "uplinks", "gpu_uplinks", "kernel", "flag", "host"}));
+absl::StatusOr<Topology> ParseDocument(const YamlFields& f, const YAML::Node& doc) {
+  DMALAB_RETURN_IF_ERROR(
+      f.CheckMap(doc, "",
+                 {"name", "gpus", "ranks_per_gpu", "rank_gpus", "copy_engines", "memory_gbps",
+                  "port_gbps", "links", "uplinks", "gpu_uplinks", "kernel", "flag", "host"}));
   Topology t;
-  TOPO_ASSIGN_OR_RETURN(YAML::Node name, rd.Required(doc, "", "name", "a non-empty name"));
-  TOPO_ASSIGN_OR_RETURN(t.name, rd.Name(name, "name"));
+  DMALAB_ASSIGN_OR_RETURN(YAML::Node name, f.Required(doc, "", "name", "a non-empty name"));
+  DMALAB_ASSIGN_OR_RETURN(t.name, f.NonEmptyString(name, "name", "a non-empty name"));
   const std::string gpus_allowed = absl::StrFormat("an integer in 1..%d", kMaxGpus);
-  TOPO_ASSIGN_OR_RETURN(YAML::Node gpus, rd.Required(doc, "", "gpus", gpus_allowed));
-  TOPO_ASSIGN_OR_RETURN(t.gpus, rd.Int(gpus, "gpus", 1, kMaxGpus));
-  TOPO_RETURN_IF_ERROR(ParseRanks(rd, doc, t));
-  TOPO_ASSIGN_OR_RETURN(YAML::Node ce, rd.Required(doc, "", "copy_engines", "an integer in 1..64"));
-  TOPO_ASSIGN_OR_RETURN(t.copy_engines, rd.Int(ce, "copy_engines", 1, 64));
-  TOPO_ASSIGN_OR_RETURN(t.memory_gbps, rd.RequiredNumber(doc, "", "memory_gbps", true));
-  TOPO_ASSIGN_OR_RETURN(t.port_gbps, rd.OptionalNumber(doc, "", "port_gbps"));
-  TOPO_RETURN_IF_ERROR(ParseLinks(rd, doc, t));
-  TOPO_RETURN_IF_ERROR(ParseUplinks(rd, doc, t));
-  TOPO_RETURN_IF_ERROR(ParseCosts(rd, doc, t));
+  DMALAB_ASSIGN_OR_RETURN(YAML::Node gpus, f.Required(doc, "", "gpus", gpus_allowed));
+  DMALAB_ASSIGN_OR_RETURN(t.gpus, f.Int(gpus, "gpus", 1, kMaxGpus));
+  DMALAB_RETURN_IF_ERROR(ParseRanks(f, doc, t));
+  DMALAB_ASSIGN_OR_RETURN(YAML::Node ce,
+                          f.Required(doc, "", "copy_engines", "an integer in 1..64"));
+  DMALAB_ASSIGN_OR_RETURN(t.copy_engines, f.Int(ce, "copy_engines", 1, 64));
+  DMALAB_ASSIGN_OR_RETURN(t.memory_gbps, f.RequiredNumber(doc, "", "memory_gbps", kPositive));
+  DMALAB_ASSIGN_OR_RETURN(t.port_gbps, f.OptionalNumber(doc, "", "port_gbps"));
+  DMALAB_RETURN_IF_ERROR(ParseLinks(f, doc, t));
+  DMALAB_RETURN_IF_ERROR(ParseUplinks(f, doc, t));
+  DMALAB_RETURN_IF_ERROR(ParseCosts(f, doc, t));
   return t;
 }
 
 }  // namespace
 
 absl::StatusOr<Topology> ParseTopology(std::string_view text, std::string_view file) {
-  const Reader rd(file);
-  YAML::Node doc;
   try {
-    doc = YAML::Load(std::string(text));
-  } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s:%d:%d: %s", file, e.mark.line + 1, e.mark.column + 1, e.msg));
-  }
-  try {
-    return ParseDocument(rd, doc);
-  } catch (const YAML::Exception& e) {  // e.g. a malformed node met while indexing
+    return ParseDocument(YamlFields(std::string(file)), YAML::Load(std::string(text)));
+  } catch (const YAML::Exception& e) {  // a syntax error, or a malformed node met while indexing
     return absl::InvalidArgumentError(
         absl::StrFormat("%s:%d:%d: %s", file, e.mark.line + 1, e.mark.column + 1, e.msg));
   }

@@ -91,13 +91,32 @@ TEST(TopologyTest, UnknownFieldIsNamedWithTheAllowedOnes) {
             "gpu_uplinks, kernel, flag, host");
 }
 
+TEST(TopologyTest, RepeatedFieldNamesItsFirstLine) {
+  EXPECT_EQ(ErrorWith("copy_engines: 2\n", "copy_engines: 2\ncopy_engines: 3\n"),
+            "t.yaml:4:1: field 'copy_engines': found it a second time (first at line 3), allowed "
+            "each field once");
+}
+
+TEST(TopologyTest, KeyMustBeAName) {
+  EXPECT_EQ(ErrorWith("  local:", "  [k]: 1\n  local:"),
+            "t.yaml:6:3: field 'links': found a key that is a list, allowed a map with fields "
+            "local, peer, pairs");
+}
+
+TEST(TopologyTest, NameMustNotBeEmpty) {
+  EXPECT_EQ(ErrorWith("name: t\n", "name: ''\n"),
+            "t.yaml:1:7: field 'name': found '', allowed a non-empty name");
+  EXPECT_EQ(ErrorWith("{name: rc,", "{name: sw0,"),
+            "t.yaml:11:12: field 'uplinks[2].name': found 'sw0', allowed a new name");
+}
+
 TEST(TopologyTest, BadNumberIsLocatedAtTheValue) {
   EXPECT_EQ(ErrorWith("memory_gbps: 1000", "memory_gbps: fast"),
             "t.yaml:4:14: field 'memory_gbps': found 'fast', allowed a number > 0");
   EXPECT_EQ(ErrorWith("latency_us: 5}", "latency_us: -5}"),
             "t.yaml:7:32: field 'links.peer.latency_us': found '-5', allowed a number >= 0");
   EXPECT_EQ(ErrorWith("gpus: 4", "gpus: 0"),
-            "t.yaml:2:7: field 'gpus': found '0', allowed an integer in 1..64");
+            "t.yaml:2:7: field 'gpus': found 0, allowed an integer in 1..64");
 }
 
 TEST(TopologyTest, MissingFieldIsLocatedAtItsMap) {
@@ -124,7 +143,7 @@ TEST(TopologyTest, UplinkCycleIsRejected) {
 
 TEST(TopologyTest, RankOnAMissingGpuIsRejected) {
   EXPECT_EQ(ErrorWith("gpus: 4\n", "gpus: 4\nrank_gpus: [0, 4]\n"),
-            "t.yaml:3:16: field 'rank_gpus[1]': found '4', allowed an integer in 0..3");
+            "t.yaml:3:16: field 'rank_gpus[1]': found 4, allowed an integer in 0..3");
 }
 
 TEST(TopologyTest, EfficiencyPointsMustGrowInBytes) {
