@@ -9,16 +9,13 @@
 #include "absl/strings/str_format.h"
 #include "common/codec.h"
 #include "common/dma_all_reduce.h"
+#include "common/status_macros.h"
 #include "sim/topology.h"
 #include "tools/host_cost.h"
 #include "tools/hw_backend.h"
 
 namespace dmalab {
 namespace {
-
-#define CAL_ASSIGN_OR_RETURN(lhs, expr) \
-  auto lhs##_or = (expr);               \
-  if (!lhs##_or.ok()) return lhs##_or.status();
 
 int RoundsFor(const CalibrationPlan& plan, uint64_t bytes) {
   const uint64_t rounds = plan.bytes_per_sample / std::max<uint64_t>(bytes, 1);
@@ -68,12 +65,12 @@ absl::Status MeasureCopies(Device& device, const DeviceClock& clock, const Calib
   std::vector<MemRef> src, dst;
   std::vector<StreamId> stream;
   for (int r = 0; r < streams; ++r) {
-    CAL_ASSIGN_OR_RETURN(s, scratch.Zeroed(r, max_bytes, "calibrate copy source"));
-    CAL_ASSIGN_OR_RETURN(d, scratch.Zeroed(r, max_bytes, "calibrate copy destination"));
-    CAL_ASSIGN_OR_RETURN(id, device.CreateStream(r, StreamKind::kCopy, "calibrate copy"));
-    src.push_back(*s_or);
-    dst.push_back(*d_or);
-    stream.push_back(*id_or);
+    DMALAB_ASSIGN_OR_RETURN(auto s, scratch.Zeroed(r, max_bytes, "calibrate copy source"));
+    DMALAB_ASSIGN_OR_RETURN(auto d, scratch.Zeroed(r, max_bytes, "calibrate copy destination"));
+    DMALAB_ASSIGN_OR_RETURN(auto id, device.CreateStream(r, StreamKind::kCopy, "calibrate copy"));
+    src.push_back(s);
+    dst.push_back(d);
+    stream.push_back(id);
   }
   for (uint64_t bytes : plan.copy_bytes) {
     for (int c : plan.concurrency) {
@@ -91,11 +88,11 @@ absl::Status MeasureCopies(Device& device, const DeviceClock& clock, const Calib
       m.copies.push_back(CopySample{bytes, c, *us});
     }
   }
-  CAL_ASSIGN_OR_RETURN(copy_us, EnqueueCostUs(device, clock, plan.enqueue_calls, [&] {
-                         return device.Copy(stream[0], dst[0].Slice(0, 4096), src[0].Slice(0, 4096),
-                                            "calibrate enqueue");
-                       }));
-  m.copy_enqueue_us = *copy_us_or;
+  DMALAB_ASSIGN_OR_RETURN(auto copy_us, EnqueueCostUs(device, clock, plan.enqueue_calls, [&] {
+                            return device.Copy(stream[0], dst[0].Slice(0, 4096),
+                                               src[0].Slice(0, 4096), "calibrate enqueue");
+                          }));
+  m.copy_enqueue_us = copy_us;
   return absl::OkStatus();
 }
 
@@ -103,13 +100,13 @@ absl::Status MeasureKernels(Device& device, const DeviceClock& clock, const Cali
                             CalibrationMeasurements& m) {
   const uint64_t max_bytes = *std::max_element(plan.reduce_bytes.begin(), plan.reduce_bytes.end());
   Scratch scratch(device);
-  CAL_ASSIGN_OR_RETURN(a, scratch.Zeroed(0, max_bytes, "calibrate reduce a"));
-  CAL_ASSIGN_OR_RETURN(b, scratch.Zeroed(0, max_bytes, "calibrate reduce b"));
-  CAL_ASSIGN_OR_RETURN(c, scratch.Zeroed(0, max_bytes, "calibrate reduce c"));
+  DMALAB_ASSIGN_OR_RETURN(auto a, scratch.Zeroed(0, max_bytes, "calibrate reduce a"));
+  DMALAB_ASSIGN_OR_RETURN(auto b, scratch.Zeroed(0, max_bytes, "calibrate reduce b"));
+  DMALAB_ASSIGN_OR_RETURN(auto c, scratch.Zeroed(0, max_bytes, "calibrate reduce c"));
   const StreamId compute = device.ComputeStream(0);
   const auto reduce = [&](uint64_t bytes) {
-    const Operand terms[] = {{a_or->Slice(0, bytes)}, {b_or->Slice(0, bytes)}};
-    return device.Reduce(compute, DType::kBF16, Operand{c_or->Slice(0, bytes)}, terms,
+    const Operand terms[] = {{a.Slice(0, bytes)}, {b.Slice(0, bytes)}};
+    return device.Reduce(compute, DType::kBF16, Operand{c.Slice(0, bytes)}, terms,
                          static_cast<int64_t>(bytes / 2), "calibrate reduce");
   };
   for (uint64_t bytes : plan.reduce_bytes) {
@@ -123,8 +120,8 @@ absl::Status MeasureKernels(Device& device, const DeviceClock& clock, const Cali
   const auto requantizing_add = [&](uint64_t bytes) {
     const int64_t elems = static_cast<int64_t>(bytes / 2);
     const uint64_t coded = EncodedBytes(Codec::kInt8Block, DType::kBF16, elems);
-    const Operand terms[] = {{a_or->Slice(0, coded), Codec::kInt8Block}, {b_or->Slice(0, bytes)}};
-    return device.Reduce(compute, DType::kBF16, Operand{c_or->Slice(0, coded), Codec::kInt8Block},
+    const Operand terms[] = {{a.Slice(0, coded), Codec::kInt8Block}, {b.Slice(0, bytes)}};
+    return device.Reduce(compute, DType::kBF16, Operand{c.Slice(0, coded), Codec::kInt8Block},
                          terms, elems, "calibrate requantizing add");
   };
   for (uint64_t bytes : plan.reduce_bytes) {
@@ -138,18 +135,18 @@ absl::Status MeasureKernels(Device& device, const DeviceClock& clock, const Cali
     if (!us.ok()) return us.status();
     m.codec_reduces.push_back(ReduceSample{bytes, *us});
   }
-  CAL_ASSIGN_OR_RETURN(
-      kernel_us, EnqueueCostUs(device, clock, plan.enqueue_calls, [&] { return reduce(512); }));
-  m.kernel_enqueue_us = *kernel_us_or;
+  DMALAB_ASSIGN_OR_RETURN(auto kernel_us, EnqueueCostUs(device, clock, plan.enqueue_calls,
+                                                        [&] { return reduce(512); }));
+  m.kernel_enqueue_us = kernel_us;
 
-  CAL_ASSIGN_OR_RETURN(event, device.CreateEvent(0));
-  CAL_ASSIGN_OR_RETURN(record_us, EnqueueCostUs(device, clock, plan.enqueue_calls, [&] {
-                         return device.RecordEvent(*event_or, compute);
-                       }));
-  CAL_ASSIGN_OR_RETURN(wait_us, EnqueueCostUs(device, clock, plan.enqueue_calls, [&] {
-                         return device.WaitEvent(compute, *event_or);
-                       }));
-  m.event_enqueue_us = (*record_us_or + *wait_us_or) / 2;
+  DMALAB_ASSIGN_OR_RETURN(auto event, device.CreateEvent(0));
+  DMALAB_ASSIGN_OR_RETURN(auto record_us, EnqueueCostUs(device, clock, plan.enqueue_calls, [&] {
+                            return device.RecordEvent(event, compute);
+                          }));
+  DMALAB_ASSIGN_OR_RETURN(auto wait_us, EnqueueCostUs(device, clock, plan.enqueue_calls, [&] {
+                            return device.WaitEvent(compute, event);
+                          }));
+  m.event_enqueue_us = (record_us + wait_us) / 2;
   return absl::OkStatus();
 }
 
@@ -164,15 +161,15 @@ absl::Status MeasureHostCosts(Device& device, const DeviceClock& clock, const Ca
   Scratch scratch(device);
   std::vector<MemRef> in, out;
   for (int r = 0; r < world; ++r) {
-    CAL_ASSIGN_OR_RETURN(i, scratch.Zeroed(r, max_bytes, "calibrate all-reduce input"));
-    CAL_ASSIGN_OR_RETURN(o, scratch.Zeroed(r, max_bytes, "calibrate all-reduce output"));
-    in.push_back(*i_or);
-    out.push_back(*o_or);
+    DMALAB_ASSIGN_OR_RETURN(auto i, scratch.Zeroed(r, max_bytes, "calibrate all-reduce input"));
+    DMALAB_ASSIGN_OR_RETURN(auto o, scratch.Zeroed(r, max_bytes, "calibrate all-reduce output"));
+    in.push_back(i);
+    out.push_back(o);
   }
   HostCostDevice counted(device, clock);
   DmaAllReduceOptions options;
   options.max_bytes = max_bytes;
-  CAL_ASSIGN_OR_RETURN(ar, DmaAllReduce::Create(&counted, options));
+  DMALAB_ASSIGN_OR_RETURN(auto ar, DmaAllReduce::Create(&counted, options));
   const auto views = [&](const std::vector<MemRef>& mems, uint64_t bytes) {
     std::vector<TensorView> v;
     for (const MemRef& mem : mems) {
@@ -182,19 +179,20 @@ absl::Status MeasureHostCosts(Device& device, const DeviceClock& clock, const Ca
   };
   for (uint64_t bytes : plan.host_cost_bytes) {
     const std::vector<TensorView> ins = views(in, bytes), outs = views(out, bytes);
-    const auto call = [&] { return (*ar_or)->AllReduce(ins, outs); };
+    const auto call = [&] { return (ar)->AllReduce(ins, outs); };
     HostCostSample h;
     h.bytes = bytes;
     h.all_reduces = plan.host_cost_all_reduces;
-    CAL_ASSIGN_OR_RETURN(round, TimePerCallUs(counted, clock, plan.warmup, h.all_reduces, call));
-    CAL_ASSIGN_OR_RETURN(enqueue, EnqueueCostUs(counted, clock, h.all_reduces, call));
+    DMALAB_ASSIGN_OR_RETURN(auto round,
+                            TimePerCallUs(counted, clock, plan.warmup, h.all_reduces, call));
+    DMALAB_ASSIGN_OR_RETURN(auto enqueue, EnqueueCostUs(counted, clock, h.all_reduces, call));
     counted.ResetTallies();
     counted.set_timing(true);
     absl::StatusOr<double> timed = EnqueueCostUs(counted, clock, h.all_reduces, call);
     counted.set_timing(false);
     if (!timed.ok()) return timed.status();
-    h.round_us = *round_or;
-    h.enqueue_us = *enqueue_or;
+    h.round_us = round;
+    h.enqueue_us = enqueue;
     h.tallies = counted.tallies();
     m.host_costs.push_back(h);
   }
@@ -210,10 +208,10 @@ absl::Status MeasureFlagHop(Device& device, const DeviceClock& clock, const Cali
   MemRef words[2];  // per rank: counter, expected, flag (uint64 each)
   StreamId stream[2];
   for (int r = 0; r < 2; ++r) {
-    CAL_ASSIGN_OR_RETURN(w, scratch.Zeroed(r, 24, "calibrate flags"));
-    CAL_ASSIGN_OR_RETURN(s, device.CreateStream(r, StreamKind::kFlag, "calibrate flag"));
-    words[r] = *w_or;
-    stream[r] = *s_or;
+    DMALAB_ASSIGN_OR_RETURN(auto w, scratch.Zeroed(r, 24, "calibrate flags"));
+    DMALAB_ASSIGN_OR_RETURN(auto s, device.CreateStream(r, StreamKind::kFlag, "calibrate flag"));
+    words[r] = w;
+    stream[r] = s;
   }
   const auto counter = [&](int r) { return words[r].Slice(0, 8); };
   const auto expected = [&](int r) { return words[r].Slice(8, 8); };
@@ -232,11 +230,11 @@ absl::Status MeasureFlagHop(Device& device, const DeviceClock& clock, const Cali
   std::function<absl::Status()> call = ping_pong;
   m.flag_in_graph = device.SupportsGraphs();
   if (m.flag_in_graph) {
-    CAL_ASSIGN_OR_RETURN(graph, device.CaptureGraph(ping_pong));
-    call = [&device, id = *graph_or] { return device.LaunchGraph(id); };
+    DMALAB_ASSIGN_OR_RETURN(auto graph, device.CaptureGraph(ping_pong));
+    call = [&device, id = graph] { return device.LaunchGraph(id); };
   }
-  CAL_ASSIGN_OR_RETURN(us, RoundUs(device, clock, plan, std::max(plan.iters / 4, 2), call));
-  m.flag_hop_us = *us_or / (2.0 * plan.flag_round_trips);
+  DMALAB_ASSIGN_OR_RETURN(auto us, RoundUs(device, clock, plan, std::max(plan.iters / 4, 2), call));
+  m.flag_hop_us = us / (2.0 * plan.flag_round_trips);
   return absl::OkStatus();
 }
 
