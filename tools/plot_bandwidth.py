@@ -65,33 +65,39 @@ def main():
     a = p.parse_args()
 
     fig, (bw_ax, t_ax) = plt.subplots(1, 2, figsize=(13, 5))
-    lines = []  # (label, sizes, busbw, time, style)
+    lines = []  # (label, sizes, busbw, time, style, color)
+    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colors = iter(palette * 4)
     for spec in a.measured:
+        color = next(colors)  # a measured line and its speed of light share a color
         label, path = labelled(spec)
         rows = read_rows(path)
         sizes = column(rows, SIZE_COLUMNS, path)
         lines.append((label, sizes, column(rows, BUSBW_COLUMNS, path),
-                      column(rows, TIME_COLUMNS, path), "o-"))
+                      column(rows, TIME_COLUMNS, path), "o-", color))
         sol_bw = column(rows, ("sol_busbw_gbps",), path, required=False)
         if sol_bw:
             lines.append((label + " speed of light", sizes, sol_bw,
-                          column(rows, ("sol_us",), path, required=False), "k--"))
+                          column(rows, ("sol_us",), path, required=False), "--", color))
         nccl = column(rows, ("nccl_busbw_gbps",), path, required=False)
         if nccl:
             lines.append((label + " NCCL", sizes, nccl,
-                          column(rows, ("nccl_time_us",), path, required=False), "s-"))
+                          column(rows, ("nccl_time_us",), path, required=False), "s-",
+                          next(colors)))
     for spec, style in [(s, "^:") for s in a.sim] + [(s, "s-.") for s in a.baseline]:
         label, path = labelled(spec)
         rows = read_rows(path)
         lines.append((label, column(rows, SIZE_COLUMNS, path), column(rows, BUSBW_COLUMNS, path),
-                      column(rows, TIME_COLUMNS, path, required=False), style))
+                      column(rows, TIME_COLUMNS, path, required=False), style, next(colors)))
 
-    for label, sizes, busbw, time, style in lines:
+    for label, sizes, busbw, time, style, color in lines:
         pts = [(s, b) for s, b in zip(sizes, busbw) if b is not None]
-        bw_ax.plot([s for s, _ in pts], [b for _, b in pts], style, label=label, markersize=4)
+        bw_ax.plot([s for s, _ in pts], [b for _, b in pts], style, color=color, label=label,
+                   markersize=4)
         if time:
             pts = [(s, t) for s, t in zip(sizes, time) if t is not None]
-            t_ax.plot([s for s, _ in pts], [t for _, t in pts], style, label=label, markersize=4)
+            t_ax.plot([s for s, _ in pts], [t for _, t in pts], style, color=color, label=label,
+                      markersize=4)
     bw_ax.set_xscale("log", base=2)
     bw_ax.set_ylabel("bus bandwidth (GB/s)")
     bw_ax.set_ylim(bottom=0)
