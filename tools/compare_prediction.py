@@ -5,20 +5,38 @@ usage: tools/compare_prediction.py MEASURED.csv PREDICTED.csv [--min-bytes N] [-
 
 Prints a Markdown table, one row per size present in both: measured and predicted out-of-place
 time (us), their ratio predicted / measured and the error in percent. With --limit, exits 1
-when any size of at least --min-bytes (default 1 MiB) is off by more than PCT percent. Needs
-only the standard library.
+when any size of at least --min-bytes (default 1 MiB) is off by more than PCT percent; exits 2
+on unreadable input. Needs only the standard library.
 """
 import argparse
 import csv
 import sys
 
 
+def fail(message):
+    print(f"compare_prediction: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
 def times(path):
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
+    try:
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+    except OSError as e:
+        fail(f"{path}: {e.strerror}")
     if not rows or "size_bytes" not in rows[0] or "oop_time_us" not in rows[0]:
-        sys.exit(f"compare_prediction: {path}: needs columns size_bytes and oop_time_us")
-    return {int(r["size_bytes"]): float(r["oop_time_us"]) for r in rows}
+        fail(f"{path}: needs a header with columns size_bytes and oop_time_us, and rows")
+    out = {}
+    for line, r in enumerate(rows, start=2):
+        try:
+            size, us = int(r["size_bytes"]), float(r["oop_time_us"])
+        except (TypeError, ValueError):
+            fail(f"{path}:{line}: size_bytes '{r['size_bytes']}' and oop_time_us "
+                 f"'{r['oop_time_us']}' must be an integer and a number")
+        if size <= 0 or not us > 0:
+            fail(f"{path}:{line}: size_bytes {size} and oop_time_us {us} must be > 0")
+        out[size] = us
+    return out
 
 
 def size_text(n):
@@ -38,7 +56,7 @@ def main():
     measured, predicted = times(a.measured), times(a.predicted)
     sizes = sorted(set(measured) & set(predicted))
     if not sizes:
-        sys.exit("compare_prediction: the two CSVs share no size")
+        fail("the two CSVs share no size")
     print("| size | measured (us) | predicted (us) | predicted / measured | error |")
     print("|---|---|---|---|---|")
     worst = 0.0
