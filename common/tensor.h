@@ -51,6 +51,10 @@ struct TensorView {
 // "[2735, 6144]".
 std::string ShapeString(const std::vector<int64_t>& shape);
 
+// One 1-D view of `count` elements of `dtype` at the start of each of `mems` (one per rank).
+std::vector<TensorView> ContiguousViews(const std::vector<MemRef>& mems, DType dtype,
+                                        int64_t count);
+
 }  // namespace dmalab
 
 #endif  // DMALAB_COMMON_TENSOR_H_

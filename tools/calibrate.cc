@@ -109,12 +109,6 @@ absl::Status MeasureKernels(Device& device, const DeviceClock& clock, const Cali
     return device.Reduce(compute, DType::kBF16, Operand{c.Slice(0, bytes)}, terms,
                          static_cast<int64_t>(bytes / 2), "calibrate reduce");
   };
-  for (uint64_t bytes : plan.reduce_bytes) {
-    absl::StatusOr<double> us =
-        RoundUs(device, clock, plan, RoundsFor(plan, 3 * bytes), [&] { return reduce(bytes); });
-    if (!us.ok()) return us.status();
-    m.reduces.push_back(ReduceSample{bytes, *us});
-  }
   // The i8_ring's hop kernel in the same buffers: i8 a + bf16 b -> i8 c. Encoded operands are
   // smaller than plain ones; zeros decode to zeros.
   const auto requantizing_add = [&](uint64_t bytes) {
@@ -124,17 +118,18 @@ absl::Status MeasureKernels(Device& device, const DeviceClock& clock, const Cali
     return device.Reduce(compute, DType::kBF16, Operand{c.Slice(0, coded), Codec::kInt8Block},
                          terms, elems, "calibrate requantizing add");
   };
-  for (uint64_t bytes : plan.reduce_bytes) {
-    if (bytes % (2 * kCodecBlockElems) != 0) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "calibrate: reduce size %d bytes is not a whole number of %d-element codec blocks", bytes,
-          kCodecBlockElems));
+  // Times `kernel` at every plan size into `samples`.
+  const auto measure = [&](const auto& kernel, std::vector<ReduceSample>& samples) {
+    for (uint64_t bytes : plan.reduce_bytes) {
+      absl::StatusOr<double> us =
+          RoundUs(device, clock, plan, RoundsFor(plan, 3 * bytes), [&] { return kernel(bytes); });
+      if (!us.ok()) return us.status();
+      samples.push_back(ReduceSample{bytes, *us});
     }
-    absl::StatusOr<double> us = RoundUs(device, clock, plan, RoundsFor(plan, 3 * bytes),
-                                        [&] { return requantizing_add(bytes); });
-    if (!us.ok()) return us.status();
-    m.codec_reduces.push_back(ReduceSample{bytes, *us});
-  }
+    return absl::OkStatus();
+  };
+  DMALAB_RETURN_IF_ERROR(measure(reduce, m.reduces));
+  DMALAB_RETURN_IF_ERROR(measure(requantizing_add, m.codec_reduces));
   DMALAB_ASSIGN_OR_RETURN(auto kernel_us, EnqueueCostUs(device, clock, plan.enqueue_calls,
                                                         [&] { return reduce(512); }));
   m.kernel_enqueue_us = kernel_us;
@@ -170,16 +165,11 @@ absl::Status MeasureHostCosts(Device& device, const DeviceClock& clock, const Ca
   DmaAllReduceOptions options;
   options.max_bytes = max_bytes;
   DMALAB_ASSIGN_OR_RETURN(auto ar, DmaAllReduce::Create(&counted, options));
-  const auto views = [&](const std::vector<MemRef>& mems, uint64_t bytes) {
-    std::vector<TensorView> v;
-    for (const MemRef& mem : mems) {
-      v.push_back(TensorView{mem.Slice(0, bytes), DType::kBF16, {int64_t(bytes / 2)}, true});
-    }
-    return v;
-  };
   for (uint64_t bytes : plan.host_cost_bytes) {
-    const std::vector<TensorView> ins = views(in, bytes), outs = views(out, bytes);
-    const auto call = [&] { return (ar)->AllReduce(ins, outs); };
+    const int64_t elems = static_cast<int64_t>(bytes / 2);
+    const std::vector<TensorView> ins = ContiguousViews(in, DType::kBF16, elems),
+                                  outs = ContiguousViews(out, DType::kBF16, elems);
+    const auto call = [&] { return ar->AllReduce(ins, outs); };
     HostCostSample h;
     h.bytes = bytes;
     h.all_reduces = plan.host_cost_all_reduces;
@@ -268,6 +258,13 @@ absl::StatusOr<CalibrationMeasurements> MeasureCalibration(Device& device, const
       plan.host_cost_bytes.empty()) {
     return absl::InvalidArgumentError(
         "calibrate: the plan has no copy, concurrency, reduce or host-cost sizes");
+  }
+  for (uint64_t bytes : plan.reduce_bytes) {  // the codec kernels run at the reduce sizes
+    if (bytes == 0 || bytes % (2 * kCodecBlockElems) != 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "calibrate: reduce size %d bytes is not a whole number of %d-element bf16 codec blocks",
+          bytes, kCodecBlockElems));
+    }
   }
   const int streams = *std::max_element(plan.concurrency.begin(), plan.concurrency.end());
   if (device.world_size() < std::max(streams, 2)) {

@@ -61,6 +61,19 @@ absl::StatusOr<KernelFit> FitKernels(const CalibrationMeasurements& m,
   return KernelFit{fit->first, 1.0 / (fit->second * 1e3)};
 }
 
+// A comment table of kernel samples beside the fitted model's times.
+std::string KernelTable(const CalibrationMeasurements& m, std::string_view title,
+                        const std::vector<ReduceSample>& samples, double overhead_us, double gbps) {
+  std::string t = absl::StrFormat(
+      "# %s:\n#    bytes/operand   us/kernel  traffic GB/s  fit  model us\n", title);
+  for (const ReduceSample& s : samples) {
+    t += absl::StrFormat("#   %14d  %10.2f  %12.1f  %3s  %8.2f\n", s.bytes, s.us,
+                         Gbps(3.0 * s.bytes, s.us), ReduceIsDeviceBound(m, s) ? "yes" : "no",
+                         overhead_us + 3.0 * s.bytes / (gbps * 1e3));
+  }
+  return t;
+}
+
 // The in-situ host costs: per kind, the mean timed call; the host time between calls (the
 // uninstrumented enqueue minus the timed calls, from the algorithm's own bookkeeping and the
 // timing itself) is spread evenly over all calls, since the model charges host time per call.
@@ -78,12 +91,7 @@ absl::Status FitHostCosts(const CalibrationMeasurements& m, CalibratedRates& r) 
           "calibration: host-cost sample of %d bytes: %d all-reduces enqueued in %g us each",
           h.bytes, h.all_reduces, h.enqueue_us));
     }
-    for (auto [sum, part] : {std::pair{&total.copies, &h.tallies.copies},
-                             {&total.kernels, &h.tallies.kernels},
-                             {&total.events, &h.tallies.events}}) {
-      sum->calls += part->calls;
-      sum->us += part->us;
-    }
+    total.Add(h.tallies);
     enqueue_us += h.enqueue_us * h.all_reduces;
   }
   r.between_calls_us = (enqueue_us - total.us()) / static_cast<double>(total.calls());
@@ -197,12 +205,13 @@ absl::StatusOr<std::string> CalibrationYaml(const CalibrationMeasurements& m, in
       "# at %s on one %s (%d SMs, %d async copy engines; CUDA runtime %d, driver %d), through\n"
       "# CudaDevice with %d virtual ranks on that GPU (tools/calibrate.h). Copies: same-GPU\n"
       "# Device::Copy on 1, 2 or 4 streams at once, host wall clock around back-to-back rounds\n"
-      "# between two synchronizes. Reduces: bf16 a+b->c Device::Reduce back to back, same clock.\n"
-      "# Host costs: host time to enqueue calls without waiting, alone in a loop and in situ "
-      "(eager\n"
-      "# all-reduces, every call timed). Flag hop: SignalFlag/WaitFlag ping-pong between two flag\n"
-      "# streams%s. Fits use device-bound samples only (fit = yes): their round takes at least\n"
-      "# %g x its host enqueue cost; shorter rounds time the host, not the device.\n#\n",
+      "# between two synchronizes. Reduces: bf16 a+b->c Device::Reduce back to back, same clock;\n"
+      "# codec reduces: int8-block requantizing adds i8 a + bf16 b -> i8 c, likewise.\n"
+      "# Host costs: host time to enqueue calls without waiting, alone in a loop and in situ\n"
+      "# (eager all-reduces, every call timed). Flag hop: SignalFlag/WaitFlag ping-pong between\n"
+      "# two flag streams%s.\n"
+      "# Fits use device-bound samples only (fit = yes): their round takes at least %g x its\n"
+      "# host enqueue cost; shorter rounds time the host, not the device.\n#\n",
       m.command, m.when_utc, m.gpu_name, m.sms, m.copy_engines, m.cuda_runtime, m.cuda_driver,
       m.ranks, m.flag_in_graph ? ", captured into a graph and replayed" : ", enqueued eagerly",
       kDeviceBoundFactor);
@@ -214,18 +223,9 @@ absl::StatusOr<std::string> CalibrationYaml(const CalibrationMeasurements& m, in
                          CopyIsDeviceBound(m, c) ? "yes" : "no",
                          c.concurrency == 1 ? absl::StrFormat("%11.2f", model_us) : "");
   }
-  y += "# reduces:    bytes/operand        us/kernel  traffic GB/s  fit  model us\n";
-  for (const ReduceSample& s : m.reduces) {
-    y += absl::StrFormat("#   %14d  %18.2f  %12.1f  %3s  %8.2f\n", s.bytes, s.us,
-                         Gbps(3.0 * s.bytes, s.us), ReduceIsDeviceBound(m, s) ? "yes" : "no",
-                         r.kernel_overhead_us + 3.0 * s.bytes / (r.reduce_gbps * 1e3));
-  }
-  y += "# codec reduces: plain bytes/operand  us/kernel  plain-equiv. GB/s  fit  model us\n";
-  for (const ReduceSample& s : m.codec_reduces) {
-    y += absl::StrFormat("#   %22d  %13.2f  %17.1f  %3s  %8.2f\n", s.bytes, s.us,
-                         Gbps(3.0 * s.bytes, s.us), ReduceIsDeviceBound(m, s) ? "yes" : "no",
-                         r.codec_overhead_us + 3.0 * s.bytes / (r.codec_gbps * 1e3));
-  }
+  y += KernelTable(m, "reduces", m.reduces, r.kernel_overhead_us, r.reduce_gbps);
+  y += KernelTable(m, "codec reduces (traffic: plain-equivalent)", m.codec_reduces,
+                   r.codec_overhead_us, r.codec_gbps);
   y += absl::StrFormat(
       "# host enqueue us, alone: copy %.3f, reduce kernel %.3f, event %.3f; flag hop %.3f us\n",
       m.copy_enqueue_us, m.kernel_enqueue_us, m.event_enqueue_us, m.flag_hop_us);

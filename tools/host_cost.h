@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "common/device.h"
 #include "tools/device_timer.h"
@@ -24,6 +25,13 @@ struct CallTally {
 struct HostCallTallies {
   CallTally copies, kernels, events;
   int64_t calls() const { return copies.calls + kernels.calls + events.calls; }
+  void Add(const HostCallTallies& o) {
+    for (auto [sum, part] :
+         {std::pair{&copies, &o.copies}, {&kernels, &o.kernels}, {&events, &o.events}}) {
+      sum->calls += part->calls;
+      sum->us += part->us;
+    }
+  }
   double us() const { return copies.us + kernels.us + events.us; }
 };
 

@@ -13,6 +13,7 @@ PREFIX.svg: busbw against size (log x), and time against size (log-log).
 """
 import argparse
 import csv
+import itertools
 import os
 import sys
 
@@ -67,7 +68,7 @@ def main():
     fig, (bw_ax, t_ax) = plt.subplots(1, 2, figsize=(13, 5))
     lines = []  # (label, sizes, busbw, time, style, color)
     palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    colors = iter(palette * 4)
+    colors = itertools.cycle(palette)
     for spec in a.measured:
         color = next(colors)  # a measured line and its speed of light share a color
         label, path = labelled(spec)

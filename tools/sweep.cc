@@ -52,13 +52,6 @@ void FreeBuffers(Device& device, const SweepBuffers& b) {
   }
 }
 
-std::vector<TensorView> Views(const std::vector<MemRef>& mems, DType dtype, int64_t count) {
-  std::vector<TensorView> views;
-  const uint64_t bytes = static_cast<uint64_t>(count) * DTypeBytes(dtype);
-  for (const MemRef& m : mems) views.push_back(TensorView{m.Slice(0, bytes), dtype, {count}, true});
-  return views;
-}
-
 // Fills every rank's view with the pattern InputValue(rank, i), or with zeros.
 absl::Status WriteInputs(Device& device, absl::Span<const TensorView> views, bool zeros) {
   for (const TensorView& v : views) {
@@ -220,9 +213,9 @@ absl::StatusOr<std::vector<SweepRow>> RunSweep(Device& device, const DeviceClock
     row.bytes = static_cast<uint64_t>(row.count) * DTypeBytes(o.dtype);
     row.dtype = o.dtype;
     row.wire = o.wire;
-    const std::vector<TensorView> ins = Views(buffers->input, o.dtype, row.count);
-    const std::vector<TensorView> outs = Views(buffers->output, o.dtype, row.count);
-    const std::vector<TensorView> in_place = Views(buffers->in_place, o.dtype, row.count);
+    const std::vector<TensorView> ins = ContiguousViews(buffers->input, o.dtype, row.count);
+    const std::vector<TensorView> outs = ContiguousViews(buffers->output, o.dtype, row.count);
+    const std::vector<TensorView> in_place = ContiguousViews(buffers->in_place, o.dtype, row.count);
     const auto measure = [&](absl::Span<const TensorView> in, absl::Span<const TensorView> out,
                              SweepTiming& t) -> absl::Status {
       absl::StatusOr<double> us = TimePerCallUs(device, clock, o.warmup, o.iters,

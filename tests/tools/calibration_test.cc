@@ -207,7 +207,8 @@ TEST(CalibrationTest, MeasuringTheSimulatorRecoversItsTopology) {
   // In situ: every call costs the simulated host what the topology says, and nothing else does.
   ASSERT_EQ(m->host_costs.size(), 1u);
   const HostCallTallies& calls = m->host_costs[0].tallies;
-  EXPECT_GT(calls.copies.calls, 0);
+  // 4 all-reduces of 4 ranks, each rank copying 2(W-1) = 6 ring chunks and placing W-1 = 3.
+  EXPECT_EQ(calls.copies.calls, 4 * 4 * 9);
   EXPECT_GT(calls.kernels.calls, 0);
   EXPECT_GT(calls.events.calls, 0);
   EXPECT_NEAR(calls.copies.us, 1.5 * calls.copies.calls, 1e-6);
@@ -220,6 +221,18 @@ TEST(CalibrationTest, MeasuringTheSimulatorRecoversItsTopology) {
   EXPECT_NEAR(r->event_us, 0.25, 1e-9);
   EXPECT_NEAR(r->flag_latency_us, 1.25, 0.1);
   EXPECT_TRUE(device.findings().empty()) << device.findings().ToString();
+}
+
+TEST(CalibrationTest, ReduceSizesMustHoldWholeCodecBlocks) {
+  SimDevice device(4, /*seed=*/3);
+  CalibrationPlan plan = DefaultCalibrationPlan();
+  plan.reduce_bytes = {4096, 1000};
+  EXPECT_EQ(MeasureCalibration(
+                device, [&] { return device.now_us(); }, plan)
+                .status()
+                .message(),
+            "calibrate: reduce size 1000 bytes is not a whole number of 128-element bf16 codec "
+            "blocks");
 }
 
 }  // namespace
