@@ -1,13 +1,14 @@
-// Block codec arithmetic (INT8 and E4M3, common/codec.h) written once for the GPU and the host.
+// Block codec arithmetic (INT8 and E4M3, common/core/codec.h) written once for the GPU and the
+// host.
 //
 // The block-codec Reduce kernel must equal ReduceHost bit for bit, so every step here is the
-// operation sequence documented in common/codec.h, one IEEE fp32 operation at a time: true
+// operation sequence documented in common/core/codec.h, one IEEE fp32 operation at a time: true
 // divisions (__fdiv_rn on the GPU, `/` on the host), round-to-nearest-even adds and multiplies
 // (__fadd_rn, __fmul_rn: never contracted into an FMA), and integer code for rounding to the
-// codes, copied from common/codec.cc. CUDA's own conversions (__nv_cvt_float_to_fp8,
+// codes, copied from common/core/codec.cc. CUDA's own conversions (__nv_cvt_float_to_fp8,
 // __float2int_rn) are not used: the same fp32 add that rounds on the host rounds on the GPU.
 // Compiled by g++ as well, so that tests/hw/codec_math_test.cc checks this very code against
-// common/codec.cc on a machine without a GPU.
+// common/core/codec.cc on a machine without a GPU.
 #ifndef DMALAB_HW_CODEC_MATH_H_
 #define DMALAB_HW_CODEC_MATH_H_
 
@@ -79,7 +80,7 @@ DMALAB_HD uint8_t RoundToInt8(float x) {
   return static_cast<uint8_t>(clamped);
 }
 
-// fp32 to E4M3FN as common/codec.h's FloatToE4M3: nearest even, |x| > 448 (infinity included)
+// fp32 to E4M3FN as common/core/codec.h's FloatToE4M3: nearest even, |x| > 448 (infinity included)
 // saturates to +-448, the sign of zero is kept, NaN becomes 0x7f.
 DMALAB_HD uint8_t FloatToE4M3(float x) {
   const uint32_t bits = em::Bits(x);

@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
-#include "common/reduce_host.h"
+#include "common/core/reduce_host.h"
 #include "hw/cuda_status.h"
 #include "hw/kernels.h"
 

@@ -23,7 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "common/device.h"
+#include "common/core/device.h"
 #include "hw/caching_allocator.h"
 #include "hw/cuda_graph.h"
 #include "hw/wait_failure_log.h"

@@ -1,9 +1,9 @@
 // Element arithmetic of the Reduce kernel, written once for the GPU and the host.
 //
-// The kernel must equal ReduceHost (common/reduce_host.h) bit for bit, NaNs included. CUDA's
+// The kernel must equal ReduceHost (common/core/reduce_host.h) bit for bit, NaNs included. CUDA's
 // own conversions do not: __float2bfloat16_rn and the cvt instructions return the canonical NaN
 // 0x7fff, and GPU fp32 adds return the canonical NaN 0x7fffffff, while the host reference keeps
-// NaN payloads and signs. So conversions here are integer code copied from common/dtype.h, and
+// NaN payloads and signs. So conversions here are integer code copied from common/core/dtype.h, and
 // the add reproduces the NaN rules of the host's SSE adds (see HostOrderAdd). Compiled by g++
 // as well, so that tests/hw/element_math_test.cc checks this very code against the host
 // reference on a machine without a GPU.
@@ -54,7 +54,8 @@ DMALAB_HD int CountLeadingZeros(uint32_t x) {
 // bf16 is the upper half of an fp32: exact.
 DMALAB_HD float DecodeBF16(uint16_t h) { return FromBits(static_cast<uint32_t>(h) << 16); }
 
-// As FloatToBF16 in common/dtype.h: round to nearest even; NaN keeps sign and payload, quieted.
+// As FloatToBF16 in common/core/dtype.h: round to nearest even; NaN keeps sign and payload,
+// quieted.
 DMALAB_HD uint16_t EncodeBF16(float f) {
   const uint32_t u = Bits(f);
   if (IsNanBits(u)) return static_cast<uint16_t>((u >> 16) | 0x0040u);
@@ -62,7 +63,7 @@ DMALAB_HD uint16_t EncodeBF16(float f) {
   return static_cast<uint16_t>((u + rounding_bias) >> 16);
 }
 
-// As FP16ToFloat in common/dtype.h: exact, subnormals normalised, NaN payload kept.
+// As FP16ToFloat in common/core/dtype.h: exact, subnormals normalised, NaN payload kept.
 DMALAB_HD float DecodeFP16(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t exp = (h >> 10) & 0x1fu;
@@ -75,7 +76,7 @@ DMALAB_HD float DecodeFP16(uint16_t h) {
   return FromBits(sign | ((p + 103u) << 23) | ((mant << (23u - p)) & 0x7fffffu));
 }
 
-// As FloatToFP16 in common/dtype.h: round to nearest even, subnormals, overflow to infinity.
+// As FloatToFP16 in common/core/dtype.h: round to nearest even, subnormals, overflow to infinity.
 DMALAB_HD uint16_t EncodeFP16(float f) {
   const uint32_t u = Bits(f);
   const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);

@@ -29,7 +29,7 @@ cudaError_t LaunchReduce(cudaStream_t stream, ElementType type, const ReduceArgs
                          int max_blocks);
 
 // How an operand of the block-codec Reduce is stored: bf16 elements, or 128-value blocks of
-// INT8 or E4M3 codes with one fp32 scale each (common/codec.h, segment layout included).
+// INT8 or E4M3 codes with one fp32 scale each (common/core/codec.h, segment layout included).
 enum class OperandCodec : int32_t { kPlainBF16, kInt8Block, kE4M3Block };
 
 // dst = encode(decode(terms[0]) + ... + decode(terms[num_terms - 1])), a 128-value block at a

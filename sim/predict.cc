@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "common/dma_all_reduce.h"
+#include "common/ring/dma_all_reduce.h"
 #include "sim/sim_device.h"
 
 namespace dmalab {

@@ -5,8 +5,8 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
-#include "common/dtype.h"
-#include "common/wire.h"
+#include "common/core/dtype.h"
+#include "common/ring/wire.h"
 #include "sim/topology.h"
 
 namespace dmalab {

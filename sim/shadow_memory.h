@@ -1,6 +1,6 @@
 // The shadow fidelity's memory of one rank (DESIGN.md section 5): no payload, only each byte's
-// provenance (common/provenance.h), plus the values of the 8-byte words that the host or a flag
-// kernel wrote, because flag waits must read them to be scheduled.
+// provenance (common/core/provenance.h), plus the values of the 8-byte words that the host or a
+// flag kernel wrote, because flag waits must read them to be scheduled.
 //
 // A word's value is known when the host wrote it in a small write, a flag kernel stored it, or a
 // copy moved a known word; bytes nobody ever wrote read as the simulator's fresh-memory pattern
@@ -14,7 +14,7 @@
 #include <optional>
 #include <vector>
 
-#include "common/provenance.h"
+#include "common/core/provenance.h"
 
 namespace dmalab {
 

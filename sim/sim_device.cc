@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/hash.h"
-#include "common/reduce_host.h"
+#include "common/core/hash.h"
+#include "common/core/reduce_host.h"
 
 namespace dmalab {
 namespace {

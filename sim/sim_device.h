@@ -7,7 +7,7 @@
 // bytes and the same findings.
 //
 // Two fidelities. Values: real bytes and the host reference arithmetic, bit-identical to the CUDA
-// kernels. Shadow: no payload, only each byte's provenance (common/provenance.h,
+// kernels. Shadow: no payload, only each byte's provenance (common/core/provenance.h,
 // sim/shadow_memory.h), so whole-model scenarios replay in a fraction of the time; Read fails,
 // ReadProvenance and WriteShadow work, and every checker below works the same.
 //
@@ -28,8 +28,8 @@
 #include <string>
 #include <vector>
 
-#include "common/device.h"
-#include "common/provenance.h"
+#include "common/core/device.h"
+#include "common/core/provenance.h"
 #include "sim/finding.h"
 #include "sim/race_checker.h"
 #include "sim/shadow_memory.h"

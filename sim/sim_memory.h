@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/tensor.h"
+#include "common/core/tensor.h"
 
 namespace dmalab {
 

@@ -8,8 +8,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
-#include "common/status_macros.h"
-#include "common/yaml_fields.h"
+#include "common/core/status_macros.h"
+#include "common/scenario/yaml_fields.h"
 
 namespace dmalab {
 

@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "benchmark/benchmark.h"
-#include "common/codec.h"
-#include "common/device.h"
-#include "common/dtype.h"
-#include "common/reduce_host.h"
+#include "common/core/codec.h"
+#include "common/core/device.h"
+#include "common/core/dtype.h"
+#include "common/core/reduce_host.h"
 
 namespace dmalab {
 namespace {

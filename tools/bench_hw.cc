@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_format.h"
 #include "benchmark/benchmark.h"
-#include "common/dma_all_reduce.h"
+#include "common/ring/dma_all_reduce.h"
 #include "hw/cuda_device.h"
 
 namespace dmalab {

@@ -13,10 +13,10 @@
 
 #include "absl/strings/str_format.h"
 #include "benchmark/benchmark.h"
-#include "common/dma_all_reduce.h"
-#include "common/replay.h"
-#include "common/ring_planner.h"
-#include "common/scenario_loader.h"
+#include "common/ring/dma_all_reduce.h"
+#include "common/ring/ring_planner.h"
+#include "common/scenario/replay.h"
+#include "common/scenario/scenario_loader.h"
 #include "sim/sim_device.h"
 
 namespace dmalab {

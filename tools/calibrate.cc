@@ -7,9 +7,9 @@
 #include <functional>
 
 #include "absl/strings/str_format.h"
-#include "common/codec.h"
-#include "common/dma_all_reduce.h"
-#include "common/status_macros.h"
+#include "common/core/codec.h"
+#include "common/core/status_macros.h"
+#include "common/ring/dma_all_reduce.h"
 #include "sim/topology.h"
 #include "tools/host_cost.h"
 #include "tools/hw_backend.h"

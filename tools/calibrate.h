@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/device.h"
+#include "common/core/device.h"
 #include "tools/calibration.h"
 #include "tools/device_timer.h"
 

@@ -7,7 +7,7 @@
 #include <functional>
 
 #include "absl/status/statusor.h"
-#include "common/device.h"
+#include "common/core/device.h"
 
 namespace dmalab {
 

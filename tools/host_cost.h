@@ -9,7 +9,7 @@
 #include <string>
 #include <utility>
 
-#include "common/device.h"
+#include "common/core/device.h"
 #include "tools/device_timer.h"
 
 namespace dmalab {

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "common/device.h"
+#include "common/core/device.h"
 
 namespace dmalab {
 

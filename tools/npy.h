@@ -9,7 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
-#include "common/dtype.h"
+#include "common/core/dtype.h"
 
 namespace dmalab {
 

@@ -7,10 +7,10 @@
 #include <memory>
 
 #include "absl/strings/str_format.h"
-#include "common/replay.h"
-#include "common/replay_expectations.h"
-#include "common/report.h"
-#include "common/scenario_loader.h"
+#include "common/scenario/replay.h"
+#include "common/scenario/replay_expectations.h"
+#include "common/scenario/report.h"
+#include "common/scenario/scenario_loader.h"
 #include "sim/sim_device.h"
 #include "tools/npy.h"
 #include "tools/sim_replay.h"

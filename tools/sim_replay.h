@@ -8,9 +8,9 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "common/faults.h"
-#include "common/replay.h"
-#include "common/scenario.h"
+#include "common/ring/faults.h"
+#include "common/scenario/replay.h"
+#include "common/scenario/scenario.h"
 #include "sim/sim_device.h"
 
 namespace dmalab {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/device.h"
+#include "common/core/device.h"
 #include "tools/device_timer.h"
 
 namespace dmalab {

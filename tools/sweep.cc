@@ -6,8 +6,8 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
-#include "common/dma_all_reduce.h"
-#include "common/ring_planner.h"
+#include "common/ring/dma_all_reduce.h"
+#include "common/ring/ring_planner.h"
 #include "sim/predict.h"
 #include "tools/speed_of_light.h"
 

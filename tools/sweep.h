@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/device.h"
-#include "common/dtype.h"
-#include "common/wire.h"
+#include "common/core/device.h"
+#include "common/core/dtype.h"
+#include "common/ring/wire.h"
 #include "tools/device_timer.h"
 
 namespace dmalab {

@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "absl/strings/str_format.h"
-#include "common/ring_planner.h"
+#include "common/ring/ring_planner.h"
 #include "sim/sim_device.h"
 #include "sim/topology.h"
 #include "tools/hw_backend.h"

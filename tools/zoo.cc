@@ -8,8 +8,8 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "common/dma_all_reduce.h"
-#include "common/scenario_loader.h"
+#include "common/ring/dma_all_reduce.h"
+#include "common/scenario/scenario_loader.h"
 #include "sim/sim_device.h"
 #include "tools/sim_replay.h"
 

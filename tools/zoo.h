@@ -1,4 +1,4 @@
-// `dmalab zoo`: the bug zoo. Replays every named fault injection (common/faults.h) against the
+// `dmalab zoo`: the bug zoo. Replays every named fault injection (common/ring/faults.h) against the
 // scenarios that can show it, on the simulator over seeds 1..N, and the correct implementation
 // against every zoo scenario over the same seeds; prints which checker caught each fault at which
 // seed first and the false-positive count.
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/faults.h"
+#include "common/ring/faults.h"
 #include "sim/sim_device.h"
 
 namespace dmalab {

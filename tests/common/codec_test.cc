@@ -1,8 +1,8 @@
-// Specification of the host block codecs (common/codec.h) and of ReduceHost on block-coded
+// Specification of the host block codecs (common/core/codec.h) and of ReduceHost on block-coded
 // operands. Expected values come from a straightforward reference written here (std::nearbyint,
 // a nearest-value search over the E4M3 grid built from its definition) or are derived by hand in
 // the comments, never from the code under test.
-#include "common/codec.h"
+#include "common/core/codec.h"
 
 #include <algorithm>
 #include <array>
@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "common/device.h"
-#include "common/dtype.h"
-#include "common/reduce_host.h"
+#include "common/core/device.h"
+#include "common/core/dtype.h"
+#include "common/core/reduce_host.h"
 #include "gtest/gtest.h"
 
 namespace dmalab {

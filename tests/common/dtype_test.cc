@@ -1,5 +1,5 @@
 // Conversions of the host reference arithmetic, against values worked out by hand.
-#include "common/dtype.h"
+#include "common/core/dtype.h"
 
 #include <cmath>
 #include <limits>

@@ -1,4 +1,4 @@
-#include "common/replay.h"
+#include "common/scenario/replay.h"
 
 #include <algorithm>
 #include <chrono>
@@ -13,11 +13,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "common/fill.h"
-#include "common/hash.h"
-#include "common/replay_expectations.h"
-#include "common/report.h"
-#include "common/scenario_loader.h"
+#include "common/core/hash.h"
+#include "common/scenario/fill.h"
+#include "common/scenario/replay_expectations.h"
+#include "common/scenario/report.h"
+#include "common/scenario/scenario_loader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sim/sim_device.h"

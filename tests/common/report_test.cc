@@ -1,14 +1,14 @@
 // Report formatting, the output hash and fill contents: the parts of a report that other
 // devices and tools must reproduce exactly.
-#include "common/report.h"
+#include "common/scenario/report.h"
 
 #include <chrono>
 #include <string>
 #include <vector>
 
-#include "common/fill.h"
-#include "common/hash.h"
-#include "common/json_writer.h"
+#include "common/core/hash.h"
+#include "common/core/json_writer.h"
+#include "common/scenario/fill.h"
 #include "gtest/gtest.h"
 
 namespace dmalab {

@@ -1,5 +1,5 @@
 // The ring planner as a specification: which chunk moves where at which step, sizes, rules.
-#include "common/ring_planner.h"
+#include "common/ring/ring_planner.h"
 
 #include "gtest/gtest.h"
 

@@ -1,4 +1,4 @@
-#include "common/scenario_loader.h"
+#include "common/scenario/scenario_loader.h"
 
 #include <string>
 

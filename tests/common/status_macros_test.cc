@@ -1,5 +1,5 @@
 // DMALAB_RETURN_IF_ERROR and DMALAB_ASSIGN_OR_RETURN: early returns on errors, values otherwise.
-#include "common/status_macros.h"
+#include "common/core/status_macros.h"
 
 #include <memory>
 

@@ -1,6 +1,6 @@
 // YamlFields: typed reading of YAML fields, with errors located at the offending node and naming
 // the field, what was found and what is allowed.
-#include "common/yaml_fields.h"
+#include "common/scenario/yaml_fields.h"
 
 #include <string>
 

@@ -2,8 +2,8 @@
 // and the decoder's own guarantees.
 #include <string>
 
-#include "common/replay.h"
-#include "common/scenario_loader.h"
+#include "common/scenario/replay.h"
+#include "common/scenario/scenario_loader.h"
 #include "gtest/gtest.h"
 #include "sim/sim_device.h"
 #include "tests/fuzz/fuzz_scenario.h"

@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "common/replay.h"
-#include "common/scenario_loader.h"
+#include "common/scenario/replay.h"
+#include "common/scenario/scenario_loader.h"
 #include "sim/sim_device.h"
 
 namespace dmalab {

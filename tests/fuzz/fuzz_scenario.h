@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "common/faults.h"
+#include "common/ring/faults.h"
 
 namespace dmalab {
 

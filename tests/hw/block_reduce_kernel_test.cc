@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "common/codec.h"
-#include "common/reduce_host.h"
+#include "common/core/codec.h"
+#include "common/core/reduce_host.h"
 #include "gtest/gtest.h"
 #include "hw/cuda_device.h"
 #include "tests/hw/codec_operands.h"

@@ -1,6 +1,6 @@
 // The block codec arithmetic of the GPU (hw/codec_math.h, and the lane steps of
 // hw/codec_reduce.h), compiled for the host, against the host reference codecs
-// (common/codec.cc), bit for bit. Runs without a GPU.
+// (common/core/codec.cc), bit for bit. Runs without a GPU.
 #include "hw/codec_math.h"
 
 #include <cmath>
@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "common/codec.h"
-#include "common/dtype.h"
+#include "common/core/codec.h"
+#include "common/core/dtype.h"
 #include "gtest/gtest.h"
 #include "hw/codec_reduce.h"
 

@@ -8,10 +8,10 @@
 #include <string_view>
 #include <vector>
 
-#include "common/codec.h"
-#include "common/device.h"
-#include "common/dtype.h"
-#include "common/reduce_host.h"
+#include "common/core/codec.h"
+#include "common/core/device.h"
+#include "common/core/dtype.h"
+#include "common/core/reduce_host.h"
 
 namespace dmalab::testing {
 

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "common/dma_all_reduce.h"
-#include "common/wire.h"
+#include "common/ring/dma_all_reduce.h"
+#include "common/ring/wire.h"
 #include "gtest/gtest.h"
 #include "hw/cuda_device.h"
 #include "sim/sim_device.h"

@@ -1,5 +1,5 @@
 // The Reduce kernel's element arithmetic (hw/element_math.h), compiled for the host, against the
-// host reference (common/dtype.h, common/reduce_host.h). Runs without a GPU.
+// host reference (common/core/dtype.h, common/core/reduce_host.h). Runs without a GPU.
 #include "hw/element_math.h"
 
 #include <cstdint>
@@ -7,8 +7,8 @@
 #include <random>
 #include <vector>
 
-#include "common/dtype.h"
-#include "common/reduce_host.h"
+#include "common/core/dtype.h"
+#include "common/core/reduce_host.h"
 #include "gtest/gtest.h"
 
 namespace dmalab {

@@ -3,7 +3,7 @@
 #include <cstring>
 #include <random>
 
-#include "common/dma_all_reduce.h"
+#include "common/ring/dma_all_reduce.h"
 #include "gtest/gtest.h"
 #include "hw/cuda_device.h"
 #include "tests/hw/gpu_test_support.h"

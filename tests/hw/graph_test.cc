@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "common/dtype.h"
+#include "common/core/dtype.h"
 #include "gtest/gtest.h"
 #include "hw/cuda_device.h"
 #include "tests/hw/gpu_test_support.h"

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "common/reduce_host.h"
+#include "common/core/reduce_host.h"
 #include "gtest/gtest.h"
 #include "hw/cuda_device.h"
 #include "tests/hw/gpu_test_support.h"

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "common/dma_all_reduce.h"
-#include "common/dtype.h"
+#include "common/core/dtype.h"
+#include "common/ring/dma_all_reduce.h"
 #include "gtest/gtest.h"
 #include "hw/cuda_device.h"
 #include "tests/hw/gpu_test_support.h"

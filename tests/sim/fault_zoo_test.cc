@@ -1,11 +1,11 @@
-// The fault injections of the bug zoo (common/faults.h), each caught by the checker that owns
+// The fault injections of the bug zoo (common/ring/faults.h), each caught by the checker that owns
 // its invariant, and silent without the fault.
 #include <string>
 
-#include "common/dma_all_reduce.h"
-#include "common/replay.h"
-#include "common/ring_planner.h"
-#include "common/scenario_loader.h"
+#include "common/ring/dma_all_reduce.h"
+#include "common/ring/ring_planner.h"
+#include "common/scenario/replay.h"
+#include "common/scenario/scenario_loader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sim/sim_device.h"

@@ -4,10 +4,10 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "common/dma_all_reduce.h"
-#include "common/replay.h"
-#include "common/report.h"
-#include "common/scenario_loader.h"
+#include "common/ring/dma_all_reduce.h"
+#include "common/scenario/replay.h"
+#include "common/scenario/report.h"
+#include "common/scenario/scenario_loader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sim/sim_device.h"

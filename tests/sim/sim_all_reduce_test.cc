@@ -5,8 +5,8 @@
 #include <random>
 
 #include "absl/strings/str_format.h"
-#include "common/dma_all_reduce.h"
-#include "common/result_checks.h"
+#include "common/core/result_checks.h"
+#include "common/ring/dma_all_reduce.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sim/sim_device.h"

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "common/dma_all_reduce.h"
+#include "common/ring/dma_all_reduce.h"
 #include "gtest/gtest.h"
 #include "sim/predict.h"
 #include "sim/sim_device.h"

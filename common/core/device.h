@@ -1,0 +1,143 @@
+// The Device interface: everything the algorithm core needs from a machine of W ranks.
+//
+// Two implementations exist: SimDevice (sim/), a CPU model with checkers, and CudaDevice (hw/),
+// real GPUs. The core never asks which one it runs on. Work is enqueued on streams and runs
+// asynchronously; the host-side calls (Read, Write, Synchronize) first complete all queued work.
+#ifndef DMALAB_COMMON_CORE_DEVICE_H_
+#define DMALAB_COMMON_CORE_DEVICE_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_format.h"
+#include "absl/types/span.h"
+#include "common/core/dtype.h"
+#include "common/core/provenance.h"
+#include "common/core/tensor.h"
+
+namespace dmalab {
+
+using StreamId = int32_t;
+using EventId = int32_t;
+using GraphId = int32_t;
+
+// What a stream is for. On hardware, copy streams drive the DMA engines and use no SMs.
+enum class StreamKind { kCompute, kCopy, kFlag };
+
+std::string_view StreamKindName(StreamKind kind);
+
+// How the elements of an operand are stored.
+enum class Codec {
+  kPlain,      // elements of the operation's dtype
+  kInt8Block,  // 128-value blocks: int8 values, one fp32 scale per block (common/core/codec.h)
+  kE4M3Block,  // 128-value blocks: E4M3 values, one fp32 scale per block
+};
+
+std::string_view CodecName(Codec codec);
+
+// Bytes that `elems` elements of `dtype` occupy when stored with `codec`.
+uint64_t EncodedBytes(Codec codec, DType dtype, int64_t elems);
+
+// An operand of Device::Reduce: memory and how it is encoded.
+struct Operand {
+  MemRef mem;
+  Codec codec = Codec::kPlain;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+
+  // Number of ranks; ranks are 0..world_size()-1.
+  virtual int world_size() const = 0;
+  // "sim" or "cuda", for reports.
+  virtual std::string name() const = 0;
+
+  // Allocates `bytes` on `rank` through the device's caching allocator (freed blocks are
+  // reused). `tag` names the allocation in reports.
+  virtual absl::StatusOr<MemRef> Allocate(int rank, uint64_t bytes, std::string_view tag) = 0;
+  // Returns an allocation (as returned by Allocate) to the allocator.
+  virtual absl::Status Free(const MemRef& allocation) = 0;
+
+  // The rank's compute stream: the stream the caller's own work runs on.
+  virtual StreamId ComputeStream(int rank) = 0;
+  virtual absl::StatusOr<StreamId> CreateStream(int rank, StreamKind kind,
+                                                std::string_view name) = 0;
+  virtual absl::StatusOr<EventId> CreateEvent(int rank) = 0;
+  // Marks the point in `stream` that later waits on `event` refer to.
+  virtual absl::Status RecordEvent(EventId event, StreamId stream) = 0;
+  // Work enqueued on `stream` after this call starts after the event's last recorded point.
+  virtual absl::Status WaitEvent(StreamId stream, EventId event) = 0;
+
+  // DMA copy of src.bytes bytes from src to dst (same size); one of them is on the stream's
+  // rank, the other may be on any rank.
+  virtual absl::Status Copy(StreamId stream, const MemRef& dst, const MemRef& src,
+                            std::string_view label) = 0;
+
+  // Kernel: for each element, decodes every term to fp32, sums them in order (fp32, left to
+  // right), and encodes the sum into dst. One plain term is a conversion, two are an add.
+  // Plain operands hold `dtype`; block-coded ones require dtype bf16.
+  virtual absl::Status Reduce(StreamId stream, DType dtype, const Operand& dst,
+                              absl::Span<const Operand> terms, int64_t elems,
+                              std::string_view label) = 0;
+
+  // Flag kernel: increments the uint64 `counter` (on the stream's rank) and stores the new
+  // value to `peer_flag` (any rank) with system-scope release semantics.
+  virtual absl::Status SignalFlag(StreamId stream, const MemRef& counter, const MemRef& peer_flag,
+                                  std::string_view label) = 0;
+  // Flag kernel: increments the uint64 `expected` (on the stream's rank) and spins with acquire
+  // loads until the uint64 `flag` (on the stream's rank) is at least the new value.
+  virtual absl::Status WaitFlag(StreamId stream, const MemRef& expected, const MemRef& flag,
+                                std::string_view label) = 0;
+
+  // Completes all enqueued work. Fails (naming ranks, streams, flag values) when work can
+  // never complete, instead of hanging.
+  virtual absl::Status Synchronize() = 0;
+  // Host access; both complete all enqueued work first.
+  virtual absl::Status Write(const MemRef& dst, absl::Span<const uint8_t> bytes) = 0;
+  virtual absl::Status Read(const MemRef& src, absl::Span<uint8_t> bytes) = 0;
+
+  // Fidelity. A device holds values unless it says otherwise. A shadow device (the simulator's
+  // shadow fidelity) keeps no payload, only where each byte came from (common/core/provenance.h):
+  // Read fails, Write records the bytes' contents (keeping only small writes' values, for flag
+  // words), and large host data is written with WriteShadow.
+  virtual bool HoldsValues() const { return true; }
+  // Shadow devices: dst now holds host data identified by `content`: equal contents for equal
+  // tokens, as a fill from the same parameters.
+  virtual absl::Status WriteShadow(const MemRef& /*dst*/, uint64_t /*content*/) {
+    return absl::UnimplementedError(
+        absl::StrFormat("device '%s' holds values: it has no shadow writes", name()));
+  }
+  // Shadow devices: the provenance of src's bytes.
+  virtual absl::StatusOr<Provenance> ReadProvenance(const MemRef& /*src*/) {
+    return absl::UnimplementedError(
+        absl::StrFormat("device '%s' holds values: it keeps no provenance", name()));
+  }
+
+  // Names the work enqueued from now on in reports (e.g. "all_reduce#3"); informational.
+  virtual void SetContext(std::string_view /*context*/) {}
+
+  // True while `stream` is being captured into a graph (hardware only); fresh allocations
+  // are then not allowed.
+  virtual bool IsCapturing(StreamId /*stream*/) const { return false; }
+
+  // Graphs (optional; SupportsGraphs() says whether this device has them). CaptureGraph runs
+  // `body` and records the work it enqueues on every rank's streams into a graph instead of
+  // running it; LaunchGraph enqueues one replay of it, after the work already enqueued on every
+  // rank's compute stream and before the work enqueued on them later.
+  virtual bool SupportsGraphs() const { return false; }
+  virtual absl::StatusOr<GraphId> CaptureGraph(const std::function<absl::Status()>& /*body*/) {
+    return absl::UnimplementedError(absl::StrFormat("device '%s' has no graphs", name()));
+  }
+  virtual absl::Status LaunchGraph(GraphId /*graph*/) {
+    return absl::UnimplementedError(absl::StrFormat("device '%s' has no graphs", name()));
+  }
+};
+
+}  // namespace dmalab
+
+#endif  // DMALAB_COMMON_CORE_DEVICE_H_

@@ -1,0 +1,100 @@
+// Element types of collective payloads and their exact conversions to and from fp32.
+//
+// The conversions are the host reference arithmetic: round-to-nearest-even, NaN stays NaN
+// (quiet), overflow rounds to infinity as IEEE 754 requires. The CUDA kernels must match
+// these bit for bit.
+#ifndef DMALAB_COMMON_CORE_DTYPE_H_
+#define DMALAB_COMMON_CORE_DTYPE_H_
+
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+
+namespace dmalab {
+
+enum class DType { kBF16, kFP16, kFP32 };
+
+// Bytes per element.
+inline constexpr int DTypeBytes(DType t) { return t == DType::kFP32 ? 4 : 2; }
+
+// "bf16", "fp16" or "fp32".
+std::string_view DTypeName(DType t);
+
+// Parses a name as printed by DTypeName; the error lists the allowed names.
+absl::StatusOr<DType> ParseDType(std::string_view name);
+
+inline uint32_t FloatBits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof(u));
+  return u;
+}
+
+inline float BitsToFloat(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof(f));
+  return f;
+}
+
+// bf16 is the upper half of an fp32: widening is exact.
+inline float BF16ToFloat(uint16_t h) { return BitsToFloat(static_cast<uint32_t>(h) << 16); }
+
+// Rounds to nearest even; NaN becomes a quiet NaN with the same sign.
+inline uint16_t FloatToBF16(float f) {
+  const uint32_t u = FloatBits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);
+  const uint32_t rounding_bias = 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>((u + rounding_bias) >> 16);
+}
+
+// IEEE binary16 to fp32, exact (subnormals included).
+float FP16ToFloat(uint16_t h);
+
+// fp32 to IEEE binary16, round to nearest even, subnormals and overflow to infinity.
+uint16_t FloatToFP16(float f);
+
+// Reads element i of a buffer of type t, widened exactly to fp32.
+inline float LoadAsFloat(DType t, const void* base, int64_t i) {
+  switch (t) {
+    case DType::kBF16: {
+      uint16_t h;
+      std::memcpy(&h, static_cast<const uint8_t*>(base) + 2 * i, 2);
+      return BF16ToFloat(h);
+    }
+    case DType::kFP16: {
+      uint16_t h;
+      std::memcpy(&h, static_cast<const uint8_t*>(base) + 2 * i, 2);
+      return FP16ToFloat(h);
+    }
+    case DType::kFP32: {
+      float f;
+      std::memcpy(&f, static_cast<const uint8_t*>(base) + 4 * i, 4);
+      return f;
+    }
+  }
+  return 0.0f;
+}
+
+// Rounds v to type t and stores it as element i.
+inline void StoreFromFloat(DType t, void* base, int64_t i, float v) {
+  switch (t) {
+    case DType::kBF16: {
+      const uint16_t h = FloatToBF16(v);
+      std::memcpy(static_cast<uint8_t*>(base) + 2 * i, &h, 2);
+      return;
+    }
+    case DType::kFP16: {
+      const uint16_t h = FloatToFP16(v);
+      std::memcpy(static_cast<uint8_t*>(base) + 2 * i, &h, 2);
+      return;
+    }
+    case DType::kFP32:
+      std::memcpy(static_cast<uint8_t*>(base) + 4 * i, &v, 4);
+      return;
+  }
+}
+
+}  // namespace dmalab
+
+#endif  // DMALAB_COMMON_CORE_DTYPE_H_

@@ -1,0 +1,97 @@
+#include "common/core/hash.h"
+
+#include <bit>
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+
+namespace dmalab {
+namespace {
+
+constexpr uint64_t kP1 = 0x9E3779B185EBCA87ull;
+constexpr uint64_t kP2 = 0xC2B2AE3D27D4EB4Full;
+constexpr uint64_t kP3 = 0x165667B19E3779F9ull;
+constexpr uint64_t kP4 = 0x85EBCA77C2B2AE63ull;
+constexpr uint64_t kP5 = 0x27D4EB2F165667C5ull;
+
+inline uint64_t Rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+
+// Little-endian loads (the hash is defined on little-endian words).
+inline uint64_t Load64(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  if constexpr (std::endian::native == std::endian::big) v = __builtin_bswap64(v);
+  return v;
+}
+inline uint32_t Load32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  if constexpr (std::endian::native == std::endian::big) v = __builtin_bswap32(v);
+  return v;
+}
+
+inline uint64_t Round(uint64_t acc, uint64_t input) {
+  acc += input * kP2;
+  acc = Rotl(acc, 31);
+  return acc * kP1;
+}
+
+inline uint64_t MergeRound(uint64_t acc, uint64_t val) {
+  acc ^= Round(0, val);
+  return acc * kP1 + kP4;
+}
+
+}  // namespace
+
+uint64_t Xxh64(absl::Span<const uint8_t> bytes, uint64_t seed) {
+  const uint8_t* p = bytes.data();
+  const uint8_t* const end = p + bytes.size();
+  uint64_t h;
+  if (bytes.size() >= 32) {
+    uint64_t v1 = seed + kP1 + kP2;
+    uint64_t v2 = seed + kP2;
+    uint64_t v3 = seed;
+    uint64_t v4 = seed - kP1;
+    const uint8_t* const limit = end - 32;
+    do {
+      v1 = Round(v1, Load64(p));
+      v2 = Round(v2, Load64(p + 8));
+      v3 = Round(v3, Load64(p + 16));
+      v4 = Round(v4, Load64(p + 24));
+      p += 32;
+    } while (p <= limit);
+    h = Rotl(v1, 1) + Rotl(v2, 7) + Rotl(v3, 12) + Rotl(v4, 18);
+    h = MergeRound(h, v1);
+    h = MergeRound(h, v2);
+    h = MergeRound(h, v3);
+    h = MergeRound(h, v4);
+  } else {
+    h = seed + kP5;
+  }
+  h += static_cast<uint64_t>(bytes.size());
+  while (p + 8 <= end) {
+    h ^= Round(0, Load64(p));
+    h = Rotl(h, 27) * kP1 + kP4;
+    p += 8;
+  }
+  if (p + 4 <= end) {
+    h ^= static_cast<uint64_t>(Load32(p)) * kP1;
+    h = Rotl(h, 23) * kP2 + kP3;
+    p += 4;
+  }
+  while (p < end) {
+    h ^= static_cast<uint64_t>(*p) * kP5;
+    h = Rotl(h, 11) * kP1;
+    ++p;
+  }
+  h ^= h >> 33;
+  h *= kP2;
+  h ^= h >> 29;
+  h *= kP3;
+  h ^= h >> 32;
+  return h;
+}
+
+std::string HashString(uint64_t hash) { return absl::StrFormat("xxh64:%016x", hash); }
+
+}  // namespace dmalab

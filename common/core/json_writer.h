@@ -1,0 +1,46 @@
+// A small streaming JSON writer (RFC 8259) for machine-readable reports.
+//
+// Strings are escaped: quote, backslash and control characters (U+0000..U+001F, as \n, \t, ...
+// or \u00XX); other bytes pass through, so UTF-8 text stays UTF-8. Output is compact, one
+// document per writer. Misuse (a value where a key is due, unbalanced End calls) is a
+// programming error and is not diagnosed.
+#ifndef DMALAB_COMMON_CORE_JSON_WRITER_H_
+#define DMALAB_COMMON_CORE_JSON_WRITER_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dmalab {
+
+class JsonWriter {
+ public:
+  JsonWriter& BeginObject();
+  JsonWriter& EndObject();
+  JsonWriter& BeginArray();
+  JsonWriter& EndArray();
+  // The key of the next member of the current object.
+  JsonWriter& Key(std::string_view key);
+  JsonWriter& String(std::string_view value);
+  JsonWriter& Int(int64_t value);
+  JsonWriter& UInt(uint64_t value);
+  JsonWriter& Bool(bool value);
+
+  // The text written so far.
+  const std::string& str() const { return out_; }
+
+  // `value` as a JSON string literal, quotes included.
+  static std::string Quote(std::string_view value);
+
+ private:
+  void BeforeValue();
+
+  std::string out_;
+  std::vector<bool> first_;  // per open container: no member written yet
+  bool after_key_ = false;
+};
+
+}  // namespace dmalab
+
+#endif  // DMALAB_COMMON_CORE_JSON_WRITER_H_

@@ -1,0 +1,525 @@
+#include "common/scenario/replay.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/core/hash.h"
+#include "common/core/provenance.h"
+#include "common/core/result_checks.h"
+#include "common/ring/dma_all_reduce.h"
+#include "common/scenario/fill.h"
+#include "common/scenario/replay_checks.h"
+
+namespace dmalab {
+
+std::string_view ReplayFindingKindName(ReplayFindingKind kind) {
+  switch (kind) {
+    case ReplayFindingKind::kPointerAlias:
+      return "pointer_alias";
+    case ReplayFindingKind::kRetainedMismatch:
+      return "retained_mismatch";
+    case ReplayFindingKind::kRankInconsistent:
+      return "rank_inconsistent";
+    case ReplayFindingKind::kExpectEqual:
+      return "expect_equal";
+    case ReplayFindingKind::kFreeFailed:
+      return "free_failed";
+    case ReplayFindingKind::kDeviceError:
+      return "device_error";
+    case ReplayFindingKind::kDeviceChecker:
+      return "device_checker";
+  }
+  return "?";
+}
+
+namespace {
+
+// A live tensor: its view on every rank and what to hand back to Device::Free.
+struct LiveTensor {
+  const TensorDecl* decl = nullptr;
+  std::vector<TensorView> views;
+  std::vector<MemRef> allocations;
+  std::string origin;  // the step that made it live
+};
+
+// What a buffer holds, as far as the device can say: its bytes (values devices) or its
+// provenance (shadow devices).
+struct Contents {
+  std::vector<uint8_t> bytes;
+  Provenance provenance;
+};
+
+// A retained value: the snapshot of every rank and the most elements seen changed per rank.
+struct Retention {
+  std::string origin;
+  std::vector<Contents> snapshot;
+  std::vector<int64_t> max_changed;
+};
+
+// A device failure, carried out of a step to stop the replay with a finding.
+struct DeviceFailure {
+  absl::Status status;
+};
+
+class Replayer {
+ public:
+  Replayer(const Scenario& s, Device* d, const ReplayOptions& o) : s_(s), d_(d), o_(o) {}
+
+  absl::StatusOr<ReplayReport> Run();
+
+ private:
+  // OK, a bad-input error (returned from Replay) or a device failure (a finding).
+  absl::Status Steps(const std::vector<Step>& steps);
+  absl::Status One(const Step& step);
+  absl::Status Fill(const Step& step);
+  absl::Status AllReduce(const Step& step);
+  absl::Status Add(const Step& step);
+  absl::Status Retain(const Step& step);
+  absl::Status ExpectEqual(const Step& step);
+  // `name` by value: callers pass keys of live_, which Release erases (fuzzer-found).
+  void Release(std::string name, bool at_end);
+  absl::Status VerifyRetained();
+  void CheckAliases();
+  void EndRetention(const std::string& name);
+  void PollDeviceFindings();
+
+  absl::StatusOr<LiveTensor> Allocate(const TensorDecl& decl);
+  absl::Status ReadInto(const TensorView& view, Contents* out);
+  int64_t CountChanged(const Contents& a, const Contents& b, DType dtype, int64_t* first) const;
+  // "first at N: 1 -> 2" (values) or "first at N" (shadow) for a finding's detail.
+  std::string FirstChange(const Contents& was, const Contents& now, DType dtype,
+                          int64_t first) const;
+  void AddFinding(ReplayFinding f);
+  ReplayFinding NewFinding(ReplayFindingKind kind, int rank) const;
+  // Records a device failure, which stops the replay and becomes a finding.
+  absl::Status Failed(absl::Status s) {
+    device_failure_ = s;
+    return s;
+  }
+
+  const Scenario& s_;
+  Device* d_;
+  const ReplayOptions& o_;
+  uint64_t seed_ = 0;
+  std::unique_ptr<DmaAllReduce> ar_;
+  ReplayReport r_;
+  std::map<std::string, LiveTensor> live_;
+  std::map<std::string, Retention> retained_;
+  std::set<std::pair<std::string, std::string>> reported_aliases_;
+  std::vector<std::pair<int64_t, int64_t>> iterations_;  // (current, times) of enclosing repeats
+  std::string step_text_;
+  bool values_ = true;  // the device holds values (else provenance only)
+  Contents buf_, buf0_;
+  std::vector<Contents> snapshot_pool_;
+  absl::Status device_failure_;
+};
+
+absl::StatusOr<ReplayReport> Replayer::Run() {
+  if (d_->world_size() != s_.world) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: world %d does not match the device's %d ranks", s_.file, s_.world, d_->world_size()));
+  }
+  seed_ = o_.seed.value_or(s_.seed);
+  r_ = ReplayReport{};
+  r_.scenario = s_.name;
+  r_.file = s_.file;
+  r_.device = d_->name();
+  values_ = d_->HoldsValues();
+  r_.fidelity = values_ ? "values" : "shadow";
+  r_.world = s_.world;
+  r_.wire = std::string(WireModeName(s_.wire));
+  r_.faults = o_.faults.ToString();
+  r_.seed = seed_;
+  r_.retained_mismatches_by_rank.assign(s_.world, 0);
+  if (const uint64_t max_bytes = s_.MaxAllReduceBytes(); max_bytes > 0) {
+    DmaAllReduceOptions options;
+    options.max_bytes = max_bytes;
+    options.wire = s_.wire;
+    options.pieces = o_.pieces;
+    options.faults = o_.faults;
+    auto ar = DmaAllReduce::Create(d_, options);
+    if (!ar.ok()) {
+      return absl::Status(ar.status().code(),
+                          absl::StrFormat("%s: DmaAllReduce: %s", s_.file, ar.status().message()));
+    }
+    ar_ = *std::move(ar);
+  }
+  absl::Status s = Steps(s_.steps);
+  if (!s.ok() && device_failure_.ok()) return s;  // bad input
+  if (!s.ok()) {
+    ReplayFinding f = NewFinding(ReplayFindingKind::kDeviceError, 0);
+    f.detail = std::string(s.message());
+    AddFinding(std::move(f));
+  }
+  if (o_.inspect_at_end && device_failure_.ok()) {
+    for (const auto& [name, t] : live_) {
+      if (absl::Status st = o_.inspect_at_end(name, t.views); !st.ok()) return st;
+    }
+  }
+  // Return whatever is still live, so a device's allocator sees a clean end.
+  step_text_ = "end of scenario";
+  while (!live_.empty()) Release(live_.begin()->first, /*at_end=*/true);
+  PollDeviceFindings();
+  return std::move(r_);
+}
+
+absl::Status Replayer::Steps(const std::vector<Step>& steps) {
+  for (const Step& step : steps) {
+    if (step.kind == StepKind::kRepeat) {
+      iterations_.emplace_back(0, step.times);
+      for (int64_t i = 0; i < step.times; ++i) {
+        iterations_.back().first = i;
+        if (absl::Status s = Steps(step.body); !s.ok()) return s;
+      }
+      iterations_.pop_back();
+      continue;
+    }
+    ++r_.steps_executed;
+    step_text_ = step.Describe();
+    d_->SetContext(absl::StrFormat("step %d %s", r_.steps_executed, step.Describe()));
+    if (!iterations_.empty()) {
+      std::vector<std::string> its;
+      for (auto [i, n] : iterations_) its.push_back(absl::StrFormat("%d/%d", i + 1, n));
+      absl::StrAppend(&step_text_, " [iteration ", absl::StrJoin(its, ", "), "]");
+    }
+    if (absl::Status s = One(step); !s.ok()) return s;
+    // Retain, unretain and expect_equal enqueue no device work: nothing can have changed.
+    if (step.kind != StepKind::kRetain && step.kind != StepKind::kUnretain &&
+        step.kind != StepKind::kExpectEqual) {
+      if (absl::Status s = VerifyRetained(); !s.ok()) return s;
+    }
+    CheckAliases();
+    PollDeviceFindings();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Replayer::One(const Step& step) {
+  switch (step.kind) {
+    case StepKind::kFill:
+      return Fill(step);
+    case StepKind::kAllReduce:
+      return AllReduce(step);
+    case StepKind::kAdd:
+      return Add(step);
+    case StepKind::kRetain:
+      return Retain(step);
+    case StepKind::kUnretain:
+      EndRetention(step.tensor);
+      return absl::OkStatus();
+    case StepKind::kRelease:
+      Release(step.tensor, /*at_end=*/false);
+      return absl::OkStatus();
+    case StepKind::kExpectUnchanged:
+      // VerifyRetained runs after every step; this step asks for nothing more.
+      return absl::OkStatus();
+    case StepKind::kExpectEqual:
+      return ExpectEqual(step);
+    case StepKind::kRepeat:
+      return absl::OkStatus();
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<LiveTensor> Replayer::Allocate(const TensorDecl& decl) {
+  LiveTensor t;
+  t.decl = &decl;
+  t.origin = step_text_;
+  for (int rank = 0; rank < s_.world; ++rank) {
+    auto mem = d_->Allocate(rank, decl.bytes(), decl.name);
+    if (!mem.ok()) return Failed(mem.status());
+    t.allocations.push_back(*mem);
+    t.views.push_back(TensorView{mem->Slice(0, decl.bytes()), decl.dtype, decl.shape, true});
+  }
+  return t;
+}
+
+absl::Status Replayer::ReadInto(const TensorView& view, Contents* out) {
+  const MemRef mem = view.mem.Slice(0, view.bytes());
+  if (!values_) {
+    absl::StatusOr<Provenance> p = d_->ReadProvenance(mem);
+    if (!p.ok()) return Failed(p.status());
+    out->provenance = *std::move(p);
+    return absl::OkStatus();
+  }
+  out->bytes.resize(view.bytes());
+  if (absl::Status s = d_->Read(mem, absl::MakeSpan(out->bytes)); !s.ok()) return Failed(s);
+  return absl::OkStatus();
+}
+
+int64_t Replayer::CountChanged(const Contents& a, const Contents& b, DType dtype,
+                               int64_t* first) const {
+  return values_ ? CountChangedElems(a.bytes, b.bytes, DTypeBytes(dtype), first)
+                 : CountChangedElems(a.provenance, b.provenance, DTypeBytes(dtype), first);
+}
+
+std::string Replayer::FirstChange(const Contents& was, const Contents& now, DType dtype,
+                                  int64_t first) const {
+  if (!values_) return absl::StrFormat("first at %d (provenance)", first);
+  return absl::StrFormat("first at %d: %g -> %g", first,
+                         LoadAsFloat(dtype, was.bytes.data(), first),
+                         LoadAsFloat(dtype, now.bytes.data(), first));
+}
+
+absl::Status Replayer::Fill(const Step& step) {
+  const TensorDecl& decl = *s_.FindTensor(step.tensor);
+  if (live_.count(step.tensor) == 0) {
+    auto t = Allocate(decl);
+    if (!t.ok()) return t.status();
+    live_[step.tensor] = *std::move(t);
+  }
+  std::vector<int64_t> its;
+  for (auto [i, n] : iterations_) its.push_back(i);
+  const uint64_t step_seed = FillStepSeed(step.seed, its);
+  for (int rank = 0; rank < s_.world; ++rank) {
+    const uint64_t key = FillKey(seed_, step_seed, rank);
+    const TensorView& v = live_[step.tensor].views[rank];
+    const MemRef mem = v.mem.Slice(0, v.bytes());
+    if (!values_) {
+      // The fill's contents are a function of exactly these parameters (common/scenario/fill.h).
+      uint64_t lo_bits, hi_bits;
+      std::memcpy(&lo_bits, &step.lo, 8);
+      std::memcpy(&hi_bits, &step.hi, 8);
+      const uint64_t content =
+          MakeOrigin({static_cast<uint64_t>(decl.dtype), static_cast<uint64_t>(step.fill_kind),
+                      lo_bits, hi_bits, key, decl.bytes()});
+      if (absl::Status s = d_->WriteShadow(mem, content); !s.ok()) return Failed(s);
+      continue;
+    }
+    buf_.bytes.resize(decl.bytes());
+    FillElements(decl.dtype, step.fill_kind, step.lo, step.hi, key, absl::MakeSpan(buf_.bytes));
+    if (absl::Status s = d_->Write(mem, buf_.bytes); !s.ok()) return Failed(s);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Replayer::AllReduce(const Step& step) {
+  const LiveTensor& in = live_.at(step.input);
+  AllReduceRecord rec;
+  rec.step_index = r_.steps_executed;
+  rec.step = step_text_;
+  rec.input = step.input;
+  rec.form = step.form;
+  rec.elems = in.decl->elems();
+  rec.bytes = in.decl->bytes();
+  auto bad_input = [&](const absl::Status& s) {
+    return absl::Status(s.code(), absl::StrFormat("%s: %s", step.Describe(), s.message()));
+  };
+  if (step.form == AllReduceForm::kDefault) {
+    auto outs = ar_->AllReduce(in.views);
+    if (!outs.ok()) return bad_input(outs.status());
+    LiveTensor t;
+    t.decl = s_.FindTensor(step.result);
+    t.origin = step_text_;
+    t.views = *outs;
+    for (const TensorView& v : t.views) t.allocations.push_back(v.mem);
+    live_[step.result] = std::move(t);
+    rec.output = step.result;
+  } else {
+    rec.output = step.form == AllReduceForm::kOut ? step.out : step.input;
+    if (absl::Status s = ar_->AllReduce(in.views, live_.at(rec.output).views); !s.ok()) {
+      return bad_input(s);
+    }
+  }
+  const LiveTensor& out = live_.at(rec.output);
+  if (absl::Status s = ReadInto(out.views[0], &buf0_); !s.ok()) return s;
+  rec.hash = values_ ? Xxh64(buf0_.bytes) : ProvenanceDigest(buf0_.provenance);
+  for (int rank = 1; rank < s_.world; ++rank) {
+    if (absl::Status s = ReadInto(out.views[rank], &buf_); !s.ok()) return s;
+    int64_t first = 0;
+    const int64_t changed = CountChanged(buf0_, buf_, out.decl->dtype, &first);
+    if (changed == 0) continue;
+    rec.rank_consistent = false;
+    r_.rank_consistent = false;
+    ReplayFinding f = NewFinding(ReplayFindingKind::kRankInconsistent, rank);
+    f.storage = {{rec.output, out.views[0].mem}, {rec.output, out.views[rank].mem}};
+    f.elems = changed;
+    f.of_elems = rec.elems;
+    f.detail =
+        absl::StrFormat("output '%s' differs from rank 0's in %d of %d elements (first at %d)",
+                        rec.output, changed, rec.elems, first);
+    AddFinding(std::move(f));
+  }
+  r_.all_reduces.push_back(std::move(rec));
+  return absl::OkStatus();
+}
+
+absl::Status Replayer::Add(const Step& step) {
+  if (live_.count(step.dst) == 0) {
+    auto t = Allocate(*s_.FindTensor(step.dst));
+    if (!t.ok()) return t.status();
+    live_[step.dst] = *std::move(t);
+  }
+  const LiveTensor& dst = live_.at(step.dst);
+  const LiveTensor& a = live_.at(step.a);
+  const LiveTensor& b = live_.at(step.b);
+  const std::string label = step.label.empty() ? "add" : step.label;
+  for (int rank = 0; rank < s_.world; ++rank) {
+    const Operand terms[] = {{a.views[rank].mem, Codec::kPlain},
+                             {b.views[rank].mem, Codec::kPlain}};
+    absl::Status s =
+        d_->Reduce(d_->ComputeStream(rank), dst.decl->dtype,
+                   Operand{dst.views[rank].mem, Codec::kPlain}, terms, dst.decl->elems(), label);
+    if (!s.ok()) return Failed(s);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Replayer::Retain(const Step& step) {
+  const LiveTensor& t = live_.at(step.tensor);
+  Retention ret;
+  ret.origin = step_text_;
+  ret.snapshot.resize(s_.world);
+  // Reuse the buffers of ended retentions: zero-filling fresh ones costs as much as the copy.
+  for (Contents& buf : ret.snapshot) {
+    if (snapshot_pool_.empty()) break;
+    buf = std::move(snapshot_pool_.back());
+    snapshot_pool_.pop_back();
+  }
+  ret.max_changed.assign(s_.world, 0);
+  for (int rank = 0; rank < s_.world; ++rank) {
+    if (absl::Status s = ReadInto(t.views[rank], &ret.snapshot[rank]); !s.ok()) return s;
+  }
+  r_.retained_elems += t.decl->elems();
+  retained_[step.tensor] = std::move(ret);
+  return absl::OkStatus();
+}
+
+void Replayer::EndRetention(const std::string& name) {
+  auto it = retained_.find(name);
+  if (it == retained_.end()) return;
+  for (Contents& buf : it->second.snapshot) snapshot_pool_.push_back(std::move(buf));
+  retained_.erase(it);
+}
+
+absl::Status Replayer::VerifyRetained() {
+  for (auto& [name, ret] : retained_) {
+    const LiveTensor& t = live_.at(name);
+    for (int rank = 0; rank < s_.world; ++rank) {
+      if (absl::Status s = ReadInto(t.views[rank], &buf_); !s.ok()) return s;
+      int64_t first = 0;
+      const int64_t changed = CountChanged(ret.snapshot[rank], buf_, t.decl->dtype, &first);
+      if (changed <= ret.max_changed[rank]) continue;
+      if (ret.max_changed[rank] == 0) {
+        ReplayFinding f = NewFinding(ReplayFindingKind::kRetainedMismatch, rank);
+        f.storage = {{name, t.views[rank].mem}};
+        f.elems = changed;
+        f.of_elems = t.decl->elems();
+        f.detail = absl::StrFormat(
+            "retained '%s' (retained by %s) changed in %d of %d elements; %s", name, ret.origin,
+            changed, t.decl->elems(), FirstChange(ret.snapshot[rank], buf_, t.decl->dtype, first));
+        AddFinding(std::move(f));
+      }
+      r_.retained_mismatches_by_rank[rank] += changed - ret.max_changed[rank];
+      if (rank == r_.retained_rank) r_.retained_mismatches += changed - ret.max_changed[rank];
+      ret.max_changed[rank] = changed;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Replayer::ExpectEqual(const Step& step) {
+  const LiveTensor& a = live_.at(step.a);
+  const LiveTensor& b = live_.at(step.b);
+  for (int rank = 0; rank < s_.world; ++rank) {
+    if (absl::Status s = ReadInto(a.views[rank], &buf0_); !s.ok()) return s;
+    if (absl::Status s = ReadInto(b.views[rank], &buf_); !s.ok()) return s;
+    int64_t first = 0;
+    const int64_t changed = CountChanged(buf0_, buf_, a.decl->dtype, &first);
+    if (changed == 0) continue;
+    ReplayFinding f = NewFinding(ReplayFindingKind::kExpectEqual, rank);
+    f.storage = {{step.a, a.views[rank].mem}, {step.b, b.views[rank].mem}};
+    f.elems = changed;
+    f.of_elems = a.decl->elems();
+    f.detail = absl::StrFormat("'%s' and '%s' differ in %d of %d elements (first at %d)", step.a,
+                               step.b, changed, a.decl->elems(), first);
+    AddFinding(std::move(f));
+  }
+  return absl::OkStatus();
+}
+
+void Replayer::Release(std::string name, bool at_end) {
+  EndRetention(name);
+  for (auto it = reported_aliases_.begin(); it != reported_aliases_.end();) {
+    it = (it->first == name || it->second == name) ? reported_aliases_.erase(it) : std::next(it);
+  }
+  LiveTensor t = std::move(live_.at(name));
+  live_.erase(name);
+  for (int rank = 0; rank < s_.world; ++rank) {
+    absl::Status s = d_->Free(t.allocations[rank]);
+    if (s.ok()) continue;
+    ReplayFinding f = NewFinding(ReplayFindingKind::kFreeFailed, rank);
+    if (at_end) f.step_index = 0;
+    f.storage = {{name, t.allocations[rank]}};
+    f.detail = absl::StrFormat("freeing '%s' (made by %s) failed: %s", name, t.origin, s.message());
+    AddFinding(std::move(f));
+  }
+}
+
+void Replayer::CheckAliases() {
+  std::vector<LiveResult> live;
+  for (const auto& [name, t] : live_) {
+    for (const TensorView& v : t.views) live.push_back({name, v});
+  }
+  // One finding per pair of tensors while they stay live together, naming every rank.
+  std::map<std::pair<std::string, std::string>, std::vector<ResultAlias>> pairs;
+  for (const ResultAlias& a : FindResultAliases(live)) {
+    if (a.first == a.second) continue;
+    const auto key = std::minmax(a.first, a.second);
+    pairs[{key.first, key.second}].push_back(a);
+  }
+  for (const auto& [key, hits] : pairs) {
+    r_.pointer_alias = true;
+    if (!reported_aliases_.insert(key).second) continue;
+    const ResultAlias& a = hits.front();
+    std::vector<int> ranks;
+    for (const ResultAlias& h : hits) ranks.push_back(h.rank);
+    ReplayFinding f = NewFinding(ReplayFindingKind::kPointerAlias, a.rank);
+    f.storage = {{a.first, live_.at(a.first).views[a.rank].mem},
+                 {a.second, live_.at(a.second).views[a.rank].mem}};
+    f.detail = absl::StrFormat(
+        "live tensors '%s' (made by %s) and '%s' (made by %s) share bytes [0x%x, 0x%x) on "
+        "rank(s) %s",
+        a.first, live_.at(a.first).origin, a.second, live_.at(a.second).origin, a.lo, a.hi,
+        absl::StrJoin(ranks, ","));
+    AddFinding(std::move(f));
+  }
+}
+
+void Replayer::PollDeviceFindings() {
+  if (!o_.poll_device_findings) return;
+  for (std::string& line : o_.poll_device_findings()) {
+    ReplayFinding f = NewFinding(ReplayFindingKind::kDeviceChecker, 0);
+    f.detail = std::move(line);
+    AddFinding(std::move(f));
+  }
+}
+
+ReplayFinding Replayer::NewFinding(ReplayFindingKind kind, int rank) const {
+  ReplayFinding f;
+  f.kind = kind;
+  f.step_index = r_.steps_executed;
+  f.step = step_text_;
+  f.rank = rank;
+  return f;
+}
+
+void Replayer::AddFinding(ReplayFinding f) {
+  ++r_.findings_total;
+  if (static_cast<int64_t>(r_.findings.size()) < o_.max_findings)
+    r_.findings.push_back(std::move(f));
+}
+
+}  // namespace
+
+absl::StatusOr<ReplayReport> Replay(const Scenario& scenario, Device* device,
+                                    const ReplayOptions& options) {
+  return Replayer(scenario, device, options).Run();
+}
+
+}  // namespace dmalab

@@ -1,0 +1,19 @@
+// Element-wise comparison of tensor bytes for the replay engine's retained-value, rank and
+// equality checks. (Storage aliasing is common/core/result_checks.h.)
+#ifndef DMALAB_COMMON_SCENARIO_REPLAY_CHECKS_H_
+#define DMALAB_COMMON_SCENARIO_REPLAY_CHECKS_H_
+
+#include <cstdint>
+
+#include "absl/types/span.h"
+
+namespace dmalab {
+
+// Number of `elem_bytes`-byte elements whose bits differ between a and b (same size). When any
+// differ, *first is the index of the first one.
+int64_t CountChangedElems(absl::Span<const uint8_t> a, absl::Span<const uint8_t> b, int elem_bytes,
+                          int64_t* first);
+
+}  // namespace dmalab
+
+#endif  // DMALAB_COMMON_SCENARIO_REPLAY_CHECKS_H_

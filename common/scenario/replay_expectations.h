@@ -1,0 +1,25 @@
+// Comparing a replay report with the verdicts a scenario expects (its `expect:` list), so a
+// test suite or a tool can replay every scenario file under each fault set and check it.
+#ifndef DMALAB_COMMON_SCENARIO_REPLAY_EXPECTATIONS_H_
+#define DMALAB_COMMON_SCENARIO_REPLAY_EXPECTATIONS_H_
+
+#include <string>
+#include <vector>
+
+#include "common/ring/faults.h"
+#include "common/scenario/replay.h"
+#include "common/scenario/scenario.h"
+
+namespace dmalab {
+
+// The scenario's expected verdict for `faults`, or nullptr when it states none.
+const Expectation* FindExpectation(const Scenario& scenario, const FaultSet& faults);
+
+// Differences between an expectation and a report, one line each ("status: expected FAIL, got
+// PASS"); empty when the report meets it.
+std::vector<std::string> CompareWithExpectation(const Expectation& expect,
+                                                const ReplayReport& report);
+
+}  // namespace dmalab
+
+#endif  // DMALAB_COMMON_SCENARIO_REPLAY_EXPECTATIONS_H_

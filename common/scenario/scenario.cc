@@ -1,0 +1,94 @@
+#include "common/scenario/scenario.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+
+namespace dmalab {
+
+std::string SourceLoc::ToString() const { return absl::StrFormat("%s:%d:%d", file, line, column); }
+
+int64_t TensorDecl::elems() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string_view StepKindName(StepKind kind) {
+  switch (kind) {
+    case StepKind::kFill:
+      return "fill";
+    case StepKind::kAllReduce:
+      return "all_reduce";
+    case StepKind::kRetain:
+      return "retain";
+    case StepKind::kUnretain:
+      return "unretain";
+    case StepKind::kRelease:
+      return "release";
+    case StepKind::kAdd:
+      return "add";
+    case StepKind::kExpectUnchanged:
+      return "expect_unchanged";
+    case StepKind::kExpectEqual:
+      return "expect_equal";
+    case StepKind::kRepeat:
+      return "repeat";
+  }
+  return "?";
+}
+
+std::string_view AllReduceFormName(AllReduceForm form) {
+  switch (form) {
+    case AllReduceForm::kDefault:
+      return "default";
+    case AllReduceForm::kOut:
+      return "out";
+    case AllReduceForm::kInPlace:
+      return "in_place";
+  }
+  return "?";
+}
+
+std::string Step::Describe() const {
+  std::string s(StepKindName(kind));
+  if (!label.empty()) absl::StrAppendFormat(&s, " '%s'", label);
+  absl::StrAppendFormat(&s, " at %s", loc.ToString());
+  return s;
+}
+
+const TensorDecl* Scenario::FindTensor(std::string_view name) const {
+  auto it = tensors.find(std::string(name));
+  return it == tensors.end() ? nullptr : &it->second;
+}
+
+namespace {
+
+void MaxAllReduceBytesOf(const Scenario& s, const std::vector<Step>& steps, uint64_t* max_bytes) {
+  for (const Step& step : steps) {
+    if (step.kind == StepKind::kRepeat) MaxAllReduceBytesOf(s, step.body, max_bytes);
+    if (step.kind != StepKind::kAllReduce) continue;
+    if (const TensorDecl* t = s.FindTensor(step.input))
+      *max_bytes = std::max(*max_bytes, t->bytes());
+  }
+}
+
+int64_t CountSteps(const std::vector<Step>& steps) {
+  int64_t n = 0;
+  for (const Step& step : steps) {
+    n += step.kind == StepKind::kRepeat ? step.times * CountSteps(step.body) : 1;
+  }
+  return n;
+}
+
+}  // namespace
+
+uint64_t Scenario::MaxAllReduceBytes() const {
+  uint64_t max_bytes = 0;
+  MaxAllReduceBytesOf(*this, steps, &max_bytes);
+  return max_bytes;
+}
+
+int64_t Scenario::ExpandedStepCount() const { return CountSteps(steps); }
+
+}  // namespace dmalab

@@ -1,0 +1,129 @@
+#include "common/scenario/scenario_lifetimes.h"
+
+#include <set>
+#include <string>
+
+#include "absl/strings/str_format.h"
+
+namespace dmalab {
+namespace {
+
+struct State {
+  std::set<std::string> live;
+  std::set<std::string> retained;
+  bool operator==(const State&) const = default;
+};
+
+class LifetimeWalk {
+ public:
+  absl::Status Walk(const std::vector<Step>& steps) {
+    for (const Step& step : steps) {
+      if (absl::Status s = One(step); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status Fail(const Step& step, std::string_view key, std::string_view found,
+                    std::string_view allowed) const {
+    const FieldSource& src = step.sources.at(std::string(key));
+    std::string where;
+    if (!iteration_.empty()) {
+      where = " in iteration";
+      for (int64_t i : iteration_) absl::StrAppendFormat(&where, " %d", i + 1);
+    }
+    return absl::InvalidArgumentError(absl::StrFormat("%s: field '%s': found %s%s, allowed %s",
+                                                      src.loc.ToString(), src.path, found, where,
+                                                      allowed));
+  }
+
+  absl::Status NeedLive(const Step& step, std::string_view key, const std::string& name) const {
+    if (state_.live.count(name) > 0) return absl::OkStatus();
+    return Fail(step, key, absl::StrFormat("tensor '%s', which is not live at this step", name),
+                "a live tensor (made live by fill, add or an all_reduce result, not yet released)");
+  }
+
+  absl::Status NeedRetained(const Step& step, const std::string& name) const {
+    if (state_.retained.count(name) > 0) return absl::OkStatus();
+    return Fail(step, "tensor", absl::StrFormat("tensor '%s', which is not retained", name),
+                "a tensor retained by an earlier retain step");
+  }
+
+  absl::Status One(const Step& step) {
+    switch (step.kind) {
+      case StepKind::kFill:
+        state_.live.insert(step.tensor);
+        return absl::OkStatus();
+      case StepKind::kAllReduce:
+        if (absl::Status s = NeedLive(step, "input", step.input); !s.ok()) return s;
+        if (step.form == AllReduceForm::kOut) {
+          if (step.out == step.input) {
+            return Fail(step, "out", absl::StrFormat("'%s', the input itself", step.out),
+                        "another tensor (write in_place: true for an in-place all-reduce)");
+          }
+          return NeedLive(step, "out", step.out);
+        }
+        if (step.form == AllReduceForm::kDefault) {
+          if (state_.live.count(step.result) > 0) {
+            return Fail(step, "result",
+                        absl::StrFormat("tensor '%s', which is still live", step.result),
+                        "a tensor that is not live (release it first)");
+          }
+          state_.live.insert(step.result);
+        }
+        return absl::OkStatus();
+      case StepKind::kRetain:
+        if (absl::Status s = NeedLive(step, "tensor", step.tensor); !s.ok()) return s;
+        if (state_.retained.count(step.tensor) > 0) {
+          return Fail(step, "tensor",
+                      absl::StrFormat("tensor '%s', which is already retained", step.tensor),
+                      "a tensor that is not retained (unretain it first)");
+        }
+        state_.retained.insert(step.tensor);
+        return absl::OkStatus();
+      case StepKind::kUnretain:
+        if (absl::Status s = NeedRetained(step, step.tensor); !s.ok()) return s;
+        state_.retained.erase(step.tensor);
+        return absl::OkStatus();
+      case StepKind::kRelease:
+        if (absl::Status s = NeedLive(step, "tensor", step.tensor); !s.ok()) return s;
+        state_.live.erase(step.tensor);
+        state_.retained.erase(step.tensor);
+        return absl::OkStatus();
+      case StepKind::kAdd:
+        if (absl::Status s = NeedLive(step, "a", step.a); !s.ok()) return s;
+        if (absl::Status s = NeedLive(step, "b", step.b); !s.ok()) return s;
+        state_.live.insert(step.dst);
+        return absl::OkStatus();
+      case StepKind::kExpectUnchanged:
+        return NeedRetained(step, step.tensor);
+      case StepKind::kExpectEqual:
+        if (absl::Status s = NeedLive(step, "a", step.a); !s.ok()) return s;
+        return NeedLive(step, "b", step.b);
+      case StepKind::kRepeat:
+        iteration_.push_back(0);
+        for (int64_t i = 0; i < step.times; ++i) {
+          iteration_.back() = i;
+          const State before = state_;
+          if (absl::Status s = Walk(step.body); !s.ok()) return s;
+          // The walk is a function of the state: once an iteration leaves it unchanged, every
+          // later iteration does too.
+          if (state_ == before) break;
+        }
+        iteration_.pop_back();
+        return absl::OkStatus();
+    }
+    return absl::OkStatus();
+  }
+
+  State state_;
+  std::vector<int64_t> iteration_;
+};
+
+}  // namespace
+
+absl::Status CheckLifetimes(const Scenario& scenario) {
+  return LifetimeWalk().Walk(scenario.steps);
+}
+
+}  // namespace dmalab

@@ -1,0 +1,485 @@
+#include "common/scenario/scenario_loader.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/core/status_macros.h"
+#include "common/ring/faults.h"
+#include "common/scenario/fill.h"
+#include "common/scenario/scenario_lifetimes.h"
+#include "common/scenario/yaml_fields.h"
+
+namespace dmalab {
+namespace {
+
+constexpr int64_t kMaxElems = int64_t{1} << 40;
+constexpr char kStepKinds[] =
+    "fill, all_reduce, retain, unretain, release, free, add, expect_unchanged, expect_equal, "
+    "repeat";
+
+class Loader {
+ public:
+  explicit Loader(std::string file) : f_(std::move(file)) {}
+
+  absl::StatusOr<Scenario> Load(const YAML::Node& root);
+
+ private:
+  absl::StatusOr<std::vector<int64_t>> Shape(const YAML::Node& node, std::string_view path) const;
+  absl::Status Tensors(const YAML::Node& node);
+  absl::StatusOr<std::vector<Step>> Steps(const YAML::Node& node, std::string_view path) const;
+  absl::StatusOr<Step> OneStep(const YAML::Node& node, std::string_view path) const;
+  absl::Status StepFields(const YAML::Node& value, std::string_view path, Step* step) const;
+  absl::Status TensorName(const YAML::Node& map, std::string_view path, std::string_view key,
+                          std::string* name, Step* step) const;
+  absl::Status TensorNameValue(const YAML::Node& node, std::string_view path, std::string_view key,
+                               std::string* name, Step* step) const;
+  std::string TensorNamesAllowed() const;
+  absl::Status SameType(const Step& step, std::string_view key_a, std::string_view key_b) const;
+  absl::Status Fill(const YAML::Node& map, std::string_view path, Step* step) const;
+  absl::Status AllReduce(const YAML::Node& map, std::string_view path, Step* step) const;
+  absl::Status Expectations(const YAML::Node& node);
+
+  YamlFields f_;
+  Scenario s_;
+};
+
+absl::StatusOr<Scenario> Loader::Load(const YAML::Node& root) {
+  s_.file = f_.file();
+  DMALAB_RETURN_IF_ERROR(f_.CheckMap(root, "",
+                                     {"name", "description", "world", "dtype", "wire", "seed",
+                                      "topology", "shapes", "tensors", "steps", "expect"}));
+  if (auto n = f_.Optional(root, "name")) {
+    DMALAB_ASSIGN_OR_RETURN(auto name, f_.String(*n, "name", "a string"));
+    s_.name = name;
+  }
+  if (auto n = f_.Optional(root, "description")) {
+    DMALAB_ASSIGN_OR_RETURN(auto text, f_.String(*n, "description", "a string"));
+    s_.description = text;
+  }
+  DMALAB_ASSIGN_OR_RETURN(auto world_node, f_.Required(root, "", "world", "an integer in 2..16"));
+  DMALAB_ASSIGN_OR_RETURN(auto world, f_.Int(world_node, "world", 2, 16));
+  s_.world = static_cast<int>(world);
+  if (auto n = f_.Optional(root, "dtype")) {
+    constexpr std::string_view kAllowed = "bf16, fp16, fp32";
+    DMALAB_ASSIGN_OR_RETURN(auto name, f_.String(*n, "dtype", kAllowed));
+    auto dtype = ParseDType(name);
+    if (!dtype.ok()) return f_.Error(*n, "dtype", absl::StrCat("'", name, "'"), kAllowed);
+    s_.dtype = *dtype;
+  }
+  if (auto n = f_.Optional(root, "wire")) {
+    constexpr std::string_view kAllowed = "bf16, i8, i8_ring, i8_a2a, e4m3, e4m3_ring, e4m3_a2a";
+    DMALAB_ASSIGN_OR_RETURN(auto name, f_.String(*n, "wire", kAllowed));
+    auto wire = ParseWireMode(name);
+    if (!wire.ok()) return f_.Error(*n, "wire", absl::StrCat("'", name, "'"), kAllowed);
+    s_.wire = *wire;
+  }
+  if (auto n = f_.Optional(root, "seed")) {
+    DMALAB_ASSIGN_OR_RETURN(auto seed, f_.UInt64(*n, "seed"));
+    s_.seed = seed;
+  }
+  if (auto n = f_.Optional(root, "topology")) {
+    DMALAB_ASSIGN_OR_RETURN(auto path, f_.String(*n, "topology", "a file name"));
+    s_.topology = path;
+  }
+  if (auto n = f_.Optional(root, "shapes")) {
+    if (!n->IsMap()) return f_.Error(*n, "shapes", f_.Describe(*n), "a map from names to shapes");
+    for (auto it = n->begin(); it != n->end(); ++it) {
+      const std::string path = FieldPath("shapes", it->first.Scalar());
+      if (s_.shapes.count(it->first.Scalar()) > 0) {
+        return f_.Error(it->first, "shapes",
+                        absl::StrFormat("duplicate name '%s'", it->first.Scalar()),
+                        "each name once");
+      }
+      DMALAB_ASSIGN_OR_RETURN(auto shape, Shape(it->second, path));
+      s_.shapes[it->first.Scalar()] = shape;
+    }
+  }
+  DMALAB_ASSIGN_OR_RETURN(auto tensors,
+                          f_.Required(root, "", "tensors", "a map from names to shapes"));
+  DMALAB_RETURN_IF_ERROR(Tensors(tensors));
+  DMALAB_ASSIGN_OR_RETURN(auto steps_node, f_.Required(root, "", "steps", "a list of steps"));
+  DMALAB_ASSIGN_OR_RETURN(auto steps, Steps(steps_node, "steps"));
+  s_.steps = std::move(steps);
+  if (auto n = f_.Optional(root, "expect")) DMALAB_RETURN_IF_ERROR(Expectations(*n));
+  DMALAB_RETURN_IF_ERROR(CheckLifetimes(s_));
+  return std::move(s_);
+}
+
+// A list of positive integers, or the name of an entry of `shapes:`.
+absl::StatusOr<std::vector<int64_t>> Loader::Shape(const YAML::Node& node,
+                                                   std::string_view path) const {
+  constexpr std::string_view kAllowed = "a list of positive integers or a name under 'shapes'";
+  if (node.IsScalar()) {
+    auto it = s_.shapes.find(node.Scalar());
+    if (it == s_.shapes.end()) {
+      return f_.Error(node, path, absl::StrFormat("'%s' (not a shape name)", node.Scalar()),
+                      kAllowed);
+    }
+    return it->second;
+  }
+  if (!node.IsSequence() || node.size() == 0)
+    return f_.Error(node, path, f_.Describe(node), kAllowed);
+  std::vector<int64_t> shape;
+  int64_t elems = 1;
+  for (size_t i = 0; i < node.size(); ++i) {
+    const std::string dim_path = IndexPath(path, i);
+    int64_t d = 0;
+    if (!node[i].IsScalar() || !absl::SimpleAtoi(node[i].Scalar(), &d)) {
+      return f_.Error(node[i], dim_path, f_.Describe(node[i]), "a positive integer");
+    }
+    if (d <= 0) {
+      return f_.Error(node[i], dim_path, absl::StrFormat("size %d", d), "a positive integer");
+    }
+    if (d > kMaxElems / elems) {
+      return f_.Error(node[i], dim_path, absl::StrFormat("size %d", d),
+                      "at most 2^40 elements per tensor");
+    }
+    elems *= d;
+    shape.push_back(d);
+  }
+  return shape;
+}
+
+absl::Status Loader::Tensors(const YAML::Node& node) {
+  if (!node.IsMap() || node.size() == 0) {
+    return f_.Error(node, "tensors", f_.Describe(node), "a map from names to shapes");
+  }
+  const int64_t quantum = int64_t{8} * s_.world;
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    const std::string name = it->first.Scalar();
+    const std::string path = FieldPath("tensors", name);
+    if (const TensorDecl* first = s_.FindTensor(name)) {
+      return f_.Error(
+          it->first, "tensors",
+          absl::StrFormat("duplicate name '%s' (first at line %d)", name, first->loc.line),
+          "each name once");
+    }
+    TensorDecl t{name, {}, s_.dtype, f_.Loc(it->first)};
+    YAML::Node shape_node = it->second;
+    if (it->second.IsMap()) {
+      DMALAB_RETURN_IF_ERROR(f_.CheckMap(it->second, path, {"shape", "dtype"}));
+      DMALAB_ASSIGN_OR_RETURN(auto sn,
+                              f_.Required(it->second, path, "shape",
+                                          "a list of positive integers or a name under 'shapes'"));
+      shape_node.reset(sn);  // rebinds; operator= would overwrite the tree
+      if (auto d = f_.Optional(it->second, "dtype")) {
+        DMALAB_ASSIGN_OR_RETURN(auto dname,
+                                f_.String(*d, FieldPath(path, "dtype"), "bf16, fp16, fp32"));
+        auto dtype = ParseDType(dname);
+        if (!dtype.ok()) {
+          return f_.Error(*d, FieldPath(path, "dtype"), absl::StrCat("'", dname, "'"),
+                          "bf16, fp16, fp32");
+        }
+        t.dtype = *dtype;
+      }
+    }
+    DMALAB_ASSIGN_OR_RETURN(auto shape, Shape(shape_node, path));
+    t.shape = shape;
+    if (t.elems() % quantum != 0) {
+      return f_.Error(shape_node, path,
+                      absl::StrFormat("shape %s (%d elements)", ShapeString(t.shape), t.elems()),
+                      absl::StrFormat("an element count divisible by world*8 = %d", quantum));
+    }
+    s_.tensors[name] = std::move(t);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<Step>> Loader::Steps(const YAML::Node& node,
+                                                std::string_view path) const {
+  DMALAB_RETURN_IF_ERROR(f_.CheckList(node, path, "a list of steps"));
+  std::vector<Step> steps;
+  for (size_t i = 0; i < node.size(); ++i) {
+    DMALAB_ASSIGN_OR_RETURN(auto step, OneStep(node[i], IndexPath(path, i)));
+    steps.push_back(std::move(step));
+  }
+  return steps;
+}
+
+absl::StatusOr<Step> Loader::OneStep(const YAML::Node& node, std::string_view path) const {
+  const std::string allowed = absl::StrCat("a map with one of the keys ", kStepKinds);
+  if (!node.IsMap() || node.size() != 1) return f_.Error(node, path, f_.Describe(node), allowed);
+  const YAML::Node key = node.begin()->first;
+  const YAML::Node value = node.begin()->second;
+  const std::string kind = key.IsScalar() ? key.Scalar() : "";
+  Step step;
+  step.loc = f_.Loc(key);
+  step.path = std::string(path);
+  static const std::pair<std::string_view, StepKind> kKinds[] = {
+      {"fill", StepKind::kFill},
+      {"all_reduce", StepKind::kAllReduce},
+      {"retain", StepKind::kRetain},
+      {"unretain", StepKind::kUnretain},
+      {"release", StepKind::kRelease},
+      {"free", StepKind::kRelease},
+      {"add", StepKind::kAdd},
+      {"expect_unchanged", StepKind::kExpectUnchanged},
+      {"expect_equal", StepKind::kExpectEqual},
+      {"repeat", StepKind::kRepeat}};
+  bool known = false;
+  for (const auto& [name, k] : kKinds) {
+    if (kind == name) {
+      step.kind = k;
+      known = true;
+    }
+  }
+  if (!known) return f_.Error(key, path, absl::StrFormat("step %s", f_.Describe(key)), kStepKinds);
+  DMALAB_RETURN_IF_ERROR(StepFields(value, FieldPath(path, kind), &step));
+  return step;
+}
+
+std::string Loader::TensorNamesAllowed() const {
+  std::vector<std::string> names;
+  for (const auto& [n, t] : s_.tensors) names.push_back(n);
+  return absl::StrCat("a tensor declared under 'tensors': ", absl::StrJoin(names, ", "));
+}
+
+absl::Status Loader::TensorName(const YAML::Node& map, std::string_view path, std::string_view key,
+                                std::string* name, Step* step) const {
+  DMALAB_ASSIGN_OR_RETURN(auto node, f_.Required(map, path, key, TensorNamesAllowed()));
+  return TensorNameValue(node, path, key, name, step);
+}
+
+absl::Status Loader::TensorNameValue(const YAML::Node& node, std::string_view path,
+                                     std::string_view key, std::string* name, Step* step) const {
+  const std::string allowed = TensorNamesAllowed();
+  const std::string field = FieldPath(path, key);
+  DMALAB_ASSIGN_OR_RETURN(auto value, f_.String(node, field, allowed));
+  if (s_.FindTensor(value) == nullptr) {
+    return f_.Error(node, field, absl::StrFormat("unknown tensor '%s'", value), allowed);
+  }
+  *name = value;
+  step->sources[std::string(key)] = FieldSource{field, f_.Loc(node)};
+  return absl::OkStatus();
+}
+
+// The tensors named by fields key_a and key_b have the same shape and dtype.
+absl::Status Loader::SameType(const Step& step, std::string_view key_a,
+                              std::string_view key_b) const {
+  const FieldSource& sa = step.sources.at(std::string(key_a));
+  const FieldSource& sb = step.sources.at(std::string(key_b));
+  auto name_of = [&](std::string_view key) -> const std::string& {
+    if (key == "a") return step.a;
+    if (key == "b") return step.b;
+    if (key == "dst") return step.dst;
+    if (key == "out") return step.out;
+    if (key == "result") return step.result;
+    return step.input;
+  };
+  const TensorDecl& a = *s_.FindTensor(name_of(key_a));
+  const TensorDecl& b = *s_.FindTensor(name_of(key_b));
+  if (a.shape == b.shape && a.dtype == b.dtype) return absl::OkStatus();
+  return f_.ErrorAt(
+      sb.loc, sb.path,
+      absl::StrFormat("'%s' of %s %s", b.name, DTypeName(b.dtype), ShapeString(b.shape)),
+      absl::StrFormat("a tensor of %s %s like '%s' (field '%s')", DTypeName(a.dtype),
+                      ShapeString(a.shape), a.name, sa.path));
+}
+
+absl::Status Loader::StepFields(const YAML::Node& value, std::string_view path, Step* step) const {
+  // Single-tensor steps accept a bare name: `- retain: residual`.
+  const bool single = step->kind == StepKind::kRetain || step->kind == StepKind::kUnretain ||
+                      step->kind == StepKind::kRelease || step->kind == StepKind::kExpectUnchanged;
+  if (single && value.IsScalar())
+    return TensorNameValue(value, path, "tensor", &step->tensor, step);
+  if (auto label = f_.Optional(value, "label"); label && value.IsMap()) {
+    DMALAB_ASSIGN_OR_RETURN(auto text, f_.String(*label, FieldPath(path, "label"), "a string"));
+    step->label = text;
+  }
+  switch (step->kind) {
+    case StepKind::kRetain:
+    case StepKind::kUnretain:
+    case StepKind::kRelease:
+    case StepKind::kExpectUnchanged:
+      DMALAB_RETURN_IF_ERROR(f_.CheckMap(value, path, {"tensor", "label"}));
+      return TensorName(value, path, "tensor", &step->tensor, step);
+    case StepKind::kFill:
+      return Fill(value, path, step);
+    case StepKind::kAllReduce:
+      return AllReduce(value, path, step);
+    case StepKind::kAdd:
+      DMALAB_RETURN_IF_ERROR(f_.CheckMap(value, path, {"dst", "a", "b", "label"}));
+      DMALAB_RETURN_IF_ERROR(TensorName(value, path, "dst", &step->dst, step));
+      DMALAB_RETURN_IF_ERROR(TensorName(value, path, "a", &step->a, step));
+      DMALAB_RETURN_IF_ERROR(TensorName(value, path, "b", &step->b, step));
+      DMALAB_RETURN_IF_ERROR(SameType(*step, "dst", "a"));
+      return SameType(*step, "dst", "b");
+    case StepKind::kExpectEqual:
+      DMALAB_RETURN_IF_ERROR(f_.CheckMap(value, path, {"a", "b", "label"}));
+      DMALAB_RETURN_IF_ERROR(TensorName(value, path, "a", &step->a, step));
+      DMALAB_RETURN_IF_ERROR(TensorName(value, path, "b", &step->b, step));
+      return SameType(*step, "a", "b");
+    case StepKind::kRepeat: {
+      DMALAB_RETURN_IF_ERROR(f_.CheckMap(value, path, {"times", "steps", "label"}));
+      DMALAB_ASSIGN_OR_RETURN(auto times_node,
+                              f_.Required(value, path, "times", "an integer in 1..1000000"));
+      DMALAB_ASSIGN_OR_RETURN(auto times, f_.Int(times_node, FieldPath(path, "times"), 1, 1000000));
+      step->times = times;
+      DMALAB_ASSIGN_OR_RETURN(auto body_node, f_.Required(value, path, "steps", "a list of steps"));
+      DMALAB_ASSIGN_OR_RETURN(auto body, Steps(body_node, FieldPath(path, "steps")));
+      step->body = std::move(body);
+      return absl::OkStatus();
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Loader::Fill(const YAML::Node& map, std::string_view path, Step* step) const {
+  DMALAB_RETURN_IF_ERROR(f_.CheckMap(map, path, {"tensor", "kind", "seed", "lo", "hi", "label"}));
+  DMALAB_RETURN_IF_ERROR(TensorName(map, path, "tensor", &step->tensor, step));
+  if (auto n = f_.Optional(map, "kind")) {
+    DMALAB_ASSIGN_OR_RETURN(auto kind, f_.String(*n, FieldPath(path, "kind"), "random, int"));
+    if (kind != "random" && kind != "int") {
+      return f_.Error(*n, FieldPath(path, "kind"), absl::StrCat("'", kind, "'"), "random, int");
+    }
+    step->fill_kind = kind == "int" ? FillKind::kInt : FillKind::kRandom;
+  }
+  if (auto n = f_.Optional(map, "seed")) {
+    DMALAB_ASSIGN_OR_RETURN(auto seed, f_.UInt64(*n, FieldPath(path, "seed")));
+    step->seed = seed;
+  }
+  const DType dtype = s_.FindTensor(step->tensor)->dtype;
+  const int64_t limit = ExactIntegerLimit(dtype);
+  for (std::string_view key : {"lo", "hi"}) {
+    auto n = f_.Optional(map, key);
+    if (!n) continue;
+    double v = 0;
+    if (step->fill_kind == FillKind::kInt) {
+      DMALAB_ASSIGN_OR_RETURN(auto i, f_.Int(*n, FieldPath(path, key), -limit, limit));
+      v = static_cast<double>(i);
+    } else {
+      DMALAB_ASSIGN_OR_RETURN(auto d, f_.Double(*n, FieldPath(path, key)));
+      v = d;
+    }
+    (key == "lo" ? step->lo : step->hi) = v;
+  }
+  const bool ordered =
+      step->fill_kind == FillKind::kInt ? step->lo <= step->hi : step->lo < step->hi;
+  if (!ordered) {
+    const YAML::Node at = f_.Optional(map, "hi").value_or(map);
+    return f_.Error(at, FieldPath(path, "hi"),
+                    absl::StrFormat("hi %g with lo %g", step->hi, step->lo),
+                    step->fill_kind == FillKind::kInt ? "hi >= lo" : "hi > lo");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Loader::AllReduce(const YAML::Node& map, std::string_view path, Step* step) const {
+  DMALAB_RETURN_IF_ERROR(f_.CheckMap(map, path, {"input", "result", "out", "in_place", "label"}));
+  DMALAB_RETURN_IF_ERROR(TensorName(map, path, "input", &step->input, step));
+  bool in_place = false;
+  if (auto n = f_.Optional(map, "in_place")) {
+    DMALAB_ASSIGN_OR_RETURN(auto b, f_.Bool(*n, FieldPath(path, "in_place")));
+    in_place = b;
+  }
+  const bool has_out = f_.Optional(map, "out").has_value();
+  const bool has_result = f_.Optional(map, "result").has_value();
+  if (has_out + has_result + in_place != 1) {
+    return f_.Error(
+        map, path,
+        absl::StrFormat("%d of result, out, in_place: true", has_out + has_result + in_place),
+        "exactly one of result (default form), out (explicit form), in_place: true");
+  }
+  if (in_place) {
+    step->form = AllReduceForm::kInPlace;
+    return absl::OkStatus();
+  }
+  if (has_out) {
+    step->form = AllReduceForm::kOut;
+    DMALAB_RETURN_IF_ERROR(TensorName(map, path, "out", &step->out, step));
+    return SameType(*step, "input", "out");
+  }
+  step->form = AllReduceForm::kDefault;
+  DMALAB_RETURN_IF_ERROR(TensorName(map, path, "result", &step->result, step));
+  return SameType(*step, "input", "result");
+}
+
+absl::Status Loader::Expectations(const YAML::Node& node) {
+  DMALAB_RETURN_IF_ERROR(f_.CheckList(node, "expect", "a list of verdicts"));
+  for (size_t i = 0; i < node.size(); ++i) {
+    const std::string path = IndexPath("expect", i);
+    const YAML::Node& e = node[i];
+    DMALAB_RETURN_IF_ERROR(f_.CheckMap(
+        e, path, {"faults", "status", "pointer_alias", "retained_mismatches", "rank_consistent"}));
+    Expectation x;
+    x.loc = f_.Loc(e);
+    if (auto n = f_.Optional(e, "faults")) {
+      DMALAB_ASSIGN_OR_RETURN(auto faults, f_.String(*n, FieldPath(path, "faults"), "fault names"));
+      auto set = FaultSet::Parse(faults);
+      if (!set.ok()) {
+        std::vector<std::string> names;
+        for (Fault f : AllFaults()) names.emplace_back(FaultName(f));
+        return f_.Error(
+            *n, FieldPath(path, "faults"), absl::StrCat("'", faults, "'"),
+            absl::StrCat("none or a comma-separated list of ", absl::StrJoin(names, ", ")));
+      }
+      x.faults = set->ToString();
+    }
+    DMALAB_ASSIGN_OR_RETURN(auto status_node, f_.Required(e, path, "status", "PASS, FAIL"));
+    DMALAB_ASSIGN_OR_RETURN(auto status,
+                            f_.String(status_node, FieldPath(path, "status"), "PASS, FAIL"));
+    if (status != "PASS" && status != "FAIL") {
+      return f_.Error(status_node, FieldPath(path, "status"), absl::StrCat("'", status, "'"),
+                      "PASS, FAIL");
+    }
+    x.pass = status == "PASS";
+    if (auto n = f_.Optional(e, "pointer_alias")) {
+      DMALAB_ASSIGN_OR_RETURN(auto b, f_.Bool(*n, FieldPath(path, "pointer_alias")));
+      x.pointer_alias = b;
+    }
+    if (auto n = f_.Optional(e, "rank_consistent")) {
+      DMALAB_ASSIGN_OR_RETURN(auto b, f_.Bool(*n, FieldPath(path, "rank_consistent")));
+      x.rank_consistent = b;
+    }
+    if (auto n = f_.Optional(e, "retained_mismatches")) {
+      DMALAB_ASSIGN_OR_RETURN(auto v,
+                              f_.Int(*n, FieldPath(path, "retained_mismatches"), 0, kMaxElems));
+      x.retained_mismatches = v;
+    }
+    for (const Expectation& other : s_.expect) {
+      if (other.faults == x.faults) {
+        return f_.Error(e, path, absl::StrFormat("a second verdict for faults '%s'", x.faults),
+                        "one verdict per fault set");
+      }
+    }
+    s_.expect.push_back(std::move(x));
+  }
+  return absl::OkStatus();
+}
+
+std::string BaseName(std::string_view path) {
+  std::string_view name = path.substr(
+      path.find_last_of('/') == std::string_view::npos ? 0 : path.find_last_of('/') + 1);
+  const size_t dot = name.rfind('.');
+  return std::string(dot == std::string_view::npos ? name : name.substr(0, dot));
+}
+
+}  // namespace
+
+absl::StatusOr<Scenario> ParseScenario(std::string_view yaml, std::string_view file_name) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
+  } catch (const YAML::ParserException& e) {
+    const SourceLoc loc{std::string(file_name), e.mark.line + 1, e.mark.column + 1};
+    return YamlFields(std::string(file_name))
+        .ErrorAt(loc, "(document)", absl::StrFormat("invalid YAML (%s)", e.msg), "YAML syntax");
+  }
+  Loader loader{std::string(file_name)};
+  auto scenario = loader.Load(root);
+  if (scenario.ok() && scenario->name.empty()) scenario->name = BaseName(file_name);
+  return scenario;
+}
+
+absl::StatusOr<Scenario> LoadScenarioFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrFormat("%s: cannot read the scenario file", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  return ParseScenario(text.str(), path);
+}
+
+}  // namespace dmalab
