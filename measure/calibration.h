@@ -1,16 +1,16 @@
 // Calibration data: what `dmalab calibrate` measured on a GPU, the timing-model rates fitted to
 // it, and the topology YAML (scenarios/topologies format, sim/topology.h) written from them.
-// Measuring lives in tools/calibrate.h; this file needs no device, so the fit and the writer
+// Measuring lives in measure/calibrate.h; this file needs no device, so the fit and the writer
 // are tested with made-up measurements.
-#ifndef DMALAB_TOOLS_CALIBRATION_H_
-#define DMALAB_TOOLS_CALIBRATION_H_
+#ifndef DMALAB_MEASURE_CALIBRATION_H_
+#define DMALAB_MEASURE_CALIBRATION_H_
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "tools/host_cost.h"
+#include "measure/host_cost.h"
 
 namespace dmalab {
 
@@ -111,4 +111,4 @@ absl::StatusOr<std::string> CalibrationYaml(const CalibrationMeasurements& m, in
 
 }  // namespace dmalab
 
-#endif  // DMALAB_TOOLS_CALIBRATION_H_
+#endif  // DMALAB_MEASURE_CALIBRATION_H_

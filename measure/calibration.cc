@@ -1,4 +1,4 @@
-#include "tools/calibration.h"
+#include "measure/calibration.h"
 
 #include <algorithm>
 #include <cctype>
@@ -203,7 +203,7 @@ absl::StatusOr<std::string> CalibrationYaml(const CalibrationMeasurements& m, in
   std::string y = absl::StrFormat(
       "# Calibrated by `%s`\n"
       "# at %s on one %s (%d SMs, %d async copy engines; CUDA runtime %d, driver %d), through\n"
-      "# CudaDevice with %d virtual ranks on that GPU (tools/calibrate.h). Copies: same-GPU\n"
+      "# CudaDevice with %d virtual ranks on that GPU (measure/calibrate.h). Copies: same-GPU\n"
       "# Device::Copy on 1, 2 or 4 streams at once, host wall clock around back-to-back rounds\n"
       "# between two synchronizes. Reduces: bf16 a+b->c Device::Reduce back to back, same clock;\n"
       "# codec reduces: int8-block requantizing adds i8 a + bf16 b -> i8 c, likewise.\n"
