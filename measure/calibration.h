@@ -106,7 +106,7 @@ absl::StatusOr<std::pair<double, double>> FitLineRelative(
 // A topology document for one GPU holding `ranks_per_gpu` virtual ranks, in the format of
 // scenarios/topologies/h200_virtual_ranks.yaml: a comment header saying when, where and how it
 // was measured and listing the samples beside the fitted model, then the fields, each with
-// its origin. The result loads with ParseTopology.
+// its origin, written by TopologyYaml (sim/topology.h). The result loads with ParseTopology.
 absl::StatusOr<std::string> CalibrationYaml(const CalibrationMeasurements& m, int ranks_per_gpu);
 
 }  // namespace dmalab
