@@ -131,10 +131,26 @@ absl::StatusOr<EventId> SimDevice::CreateEvent(int rank) {
 }
 
 absl::Status SimDevice::Enqueue(StreamId s, Op op, std::string_view label) {
-  op.id = static_cast<int64_t>(op_labels_.size());
-  op_labels_.push_back(
-      OpLabel{streams_[s].rank, s,
-              context_.empty() ? std::string(label) : absl::StrFormat("%s %s", context_, label)});
+  op.id = first_op_id_ + static_cast<int64_t>(op_labels_.size());
+  int64_t context = -1;
+  if (!context_.empty()) {
+    if (!context_stored_) {
+      contexts_.push_back(context_);
+      context_stored_ = true;
+    }
+    context = first_context_ + static_cast<int64_t>(contexts_.size()) - 1;
+  }
+  op_labels_.push_back(OpLabel{streams_[s].rank, s, context, InternLabel(label)});
+  while (static_cast<int64_t>(op_labels_.size()) > kOpLabelWindow) {
+    op_labels_.pop_front();
+    ++first_op_id_;
+  }
+  // Contexts older than the oldest kept op's are no longer needed (the current one always is).
+  const int64_t oldest = op_labels_.front().context;
+  while (oldest >= 0 && first_context_ < oldest && contexts_.size() > 1) {
+    contexts_.pop_front();
+    ++first_context_;
+  }
   op.host_clock = host_clock_;
   if (timing_) op.host_us = timing_->Enqueue(TimedKind(op.kind));
   streams_[s].queue.push_back(std::move(op));
@@ -311,10 +327,32 @@ bool SimDevice::Ready(Stream& /*s*/, Op& op) {
   }
 }
 
+int32_t SimDevice::InternLabel(std::string_view label) {
+  auto it = label_ids_.find(label);
+  if (it != label_ids_.end()) return it->second;
+  if (labels_.size() >= kMaxInternedLabels) {
+    // More distinct labels than any run uses; describe the rest alike rather than grow.
+    label = "(label not kept: too many distinct labels)";
+    if (auto full = label_ids_.find(label); full != label_ids_.end()) return full->second;
+  }
+  labels_.emplace_back(label);
+  const int32_t id = static_cast<int32_t>(labels_.size() - 1);
+  label_ids_.emplace(std::string(label), id);
+  return id;
+}
+
 std::string SimDevice::DescribeOp(int64_t op_id) const {
   if (op_id < 0) return "the host";
-  const OpLabel& l = op_labels_[op_id];
-  return absl::StrFormat("rank %d stream '%s' op '%s'", l.rank, streams_[l.stream].name, l.text);
+  if (op_id < first_op_id_) {
+    return absl::StrFormat("op #%d (described only for the last %d ops)", op_id, kOpLabelWindow);
+  }
+  const OpLabel& l = op_labels_[op_id - first_op_id_];
+  const std::string& label = labels_[l.label];
+  const std::string text =
+      l.context < first_context_
+          ? label
+          : absl::StrFormat("%s %s", contexts_[l.context - first_context_], label);
+  return absl::StrFormat("rank %d stream '%s' op '%s'", l.rank, streams_[l.stream].name, text);
 }
 
 std::string SimDevice::DescribeMemory(int rank, uint64_t lo, uint64_t hi) const {
