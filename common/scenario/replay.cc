@@ -399,8 +399,12 @@ absl::Status Replayer::AllReduce(const Step& step) {
   rec.form = step.form;
   rec.elems = in.decl->elems();
   rec.bytes = in.decl->bytes();
+  // The call's verdict on its arguments is bad input; any other error (a flag wait that timed
+  // out, a device error) is a failure while executing the collective under test: it stops the
+  // replay and becomes a device_error finding (ClassifyCollectiveError).
   auto bad_input = [&](const absl::Status& s) {
-    return absl::Status(s.code(), absl::StrFormat("%s: %s", step.Describe(), s.message()));
+    const absl::Status located(s.code(), absl::StrFormat("%s: %s", step.Describe(), s.message()));
+    return IsRejectedArguments(s) ? located : Failed(located);
   };
   if (step.form == AllReduceForm::kDefault) {
     auto outs = ar_->AllReduce(in.views);
@@ -632,6 +636,10 @@ ReplayMemoryNeed EstimateReplayMemory(const Scenario& scenario, const ReplayOpti
   need.host_bytes =
       MulAdd(walk.peak_retained(), static_cast<uint64_t>(scenario.world), MulAdd(largest, 2, 0));
   return need;
+}
+
+bool IsRejectedArguments(const absl::Status& status) {
+  return absl::IsInvalidArgument(status) || absl::IsFailedPrecondition(status);
 }
 
 absl::StatusOr<ReplayReport> Replay(const Scenario& scenario, Device* device,

@@ -156,9 +156,17 @@ struct ReplayReport {
   bool pass() const { return findings_total == 0; }
 };
 
+// Whether an error of an all-reduce call is the call rejecting its arguments (InvalidArgument,
+// FailedPrecondition: DmaAllReduce's validation), which is bad input. Every other error of the
+// call (DeadlineExceeded from a flag wait that timed out, Internal or Unavailable from the
+// device, ...) is the collective under test failing while it executes: a finding.
+bool IsRejectedArguments(const absl::Status& status);
+
 // Replays `scenario` on `device`, whose world size must equal the scenario's. Returns an error
-// (bad input: exit status 2 in tools) when the scenario cannot run on this device or an
-// all-reduce call rejects its arguments; failures while executing are findings in the report.
+// (bad input: exit status 2 in tools) when the scenario cannot run on this device, exceeds
+// max_steps or max_memory_bytes, or an all-reduce call rejects its arguments
+// (IsRejectedArguments). Failures while executing, a timeout or device error of an all-reduce
+// call included, are findings in the report (kDeviceError: the replay stops there; FAIL).
 absl::StatusOr<ReplayReport> Replay(const Scenario& scenario, Device* device,
                                     const ReplayOptions& options);
 
