@@ -106,6 +106,8 @@ absl::Status SimDevice::Free(const MemRef& allocation) {
   const AllocationInfo* info = memory_[allocation.rank].Find(allocation.alloc_id);
   const uint64_t bytes = info ? info->bytes : allocation.bytes;
   if (absl::Status s = memory_[allocation.rank].Free(allocation, context_); !s.ok()) return s;
+  // Long-freed allocations are known by id alone (CheckLifetime); freed_ keeps recent ones.
+  for (uint64_t id : memory_[allocation.rank].TakeDroppedIds()) freed_.erase(id);
   Op op;
   op.kind = OpKind::kFree;
   op.dst = MemRef{allocation.rank, allocation.addr, bytes, allocation.alloc_id};
@@ -126,7 +128,7 @@ absl::StatusOr<EventId> SimDevice::CreateEvent(int rank) {
     return absl::InvalidArgumentError(
         absl::StrFormat("create event: rank is %d; ranks are 0..%d", rank, world_ - 1));
   }
-  events_.push_back(Event{rank, 0, 0, {}});
+  events_.push_back(Event{rank, 0, 0, {}, {}});
   return static_cast<EventId>(events_.size() - 1);
 }
 
@@ -179,6 +181,7 @@ absl::Status SimDevice::WaitEvent(StreamId stream, EventId event) {
   op.kind = OpKind::kWaitEvent;
   op.event = event;
   op.event_seq = events_[event].records;  // CUDA semantics: the latest record at enqueue time
+  if (op.event_seq > 0) ++events_[event].waiting[op.event_seq];
   return Enqueue(stream, std::move(op), absl::StrCat("wait ev", event));
 }
 
@@ -341,6 +344,12 @@ int32_t SimDevice::InternLabel(std::string_view label) {
   return id;
 }
 
+void SimDevice::PruneEventClocks(Event& e) {
+  for (auto it = e.clocks.begin(); it != e.clocks.end() && it->first < e.completed;) {
+    it = e.waiting.count(it->first) > 0 ? std::next(it) : e.clocks.erase(it);
+  }
+}
+
 std::string SimDevice::DescribeOp(int64_t op_id) const {
   if (op_id < 0) return "the host";
   if (op_id < first_op_id_) {
@@ -381,7 +390,16 @@ void SimDevice::Access(StreamId sid, const Op& op, const MemRef& m, bool write) 
 void SimDevice::CheckLifetime(int64_t op_id, const MemRef& m) {
   if (m.alloc_id == 0) return;
   const AllocationInfo* a = memory_[m.rank].Find(m.alloc_id);
-  if (a == nullptr) return;
+  if (a == nullptr) {
+    if (memory_[m.rank].FreedLongAgo(m.alloc_id)) {
+      findings_.Add(FindingKind::kUseAfterFree,
+                    absl::StrFormat("%s: %s uses allocation #%d after it was freed (more than %d "
+                                    "frees ago: its tag and freeing step are no longer kept)",
+                                    DescribeMemory(m.rank, m.addr, m.end()), DescribeOp(op_id),
+                                    m.alloc_id, SimMemory::kFreedRecordsKept));
+    }
+    return;
+  }
   if (m.addr < a->addr || m.end() > a->addr + a->bytes) {
     findings_.Add(FindingKind::kOutOfBounds,
                   absl::StrFormat("%s by %s reaches outside allocation #%d '%s' [0x%x, 0x%x)",
@@ -453,10 +471,18 @@ void SimDevice::Execute(StreamId sid, Op& op) {
       Event& e = events_[op.event];
       e.completed = std::max(e.completed, op.event_seq);
       e.clocks[op.event_seq] = s.clock;
+      PruneEventClocks(e);
       break;
     }
     case OpKind::kWaitEvent:
-      if (op.event_seq > 0) s.clock.Join(events_[op.event].clocks[op.event_seq]);
+      if (op.event_seq > 0) {
+        Event& e = events_[op.event];
+        s.clock.Join(e.clocks[op.event_seq]);
+        if (auto w = e.waiting.find(op.event_seq); w != e.waiting.end() && --w->second == 0) {
+          e.waiting.erase(w);
+        }
+        PruneEventClocks(e);
+      }
       break;
     case OpKind::kFree:
       // Giving the bytes back is a write by the freeing stream: unordered users are reported.

@@ -128,8 +128,12 @@ class SimDevice : public Device {
     int rank;
     uint64_t records = 0;                    // records enqueued so far
     uint64_t completed = 0;                  // latest record executed
-    std::map<uint64_t, VectorClock> clocks;  // per executed record
+    std::map<uint64_t, VectorClock> clocks;  // per executed record still needed by a wait
+    std::map<uint64_t, int> waiting;         // pending waits per record number
   };
+  // Drops the clocks of records no wait can still read: older than the latest executed record
+  // (later waits name a later one) and not named by a pending wait. Keeps memory flat.
+  static void PruneEventClocks(Event& e);
 
   absl::Status CheckStream(StreamId s) const;
   absl::Status CheckMem(const MemRef& m, std::string_view what) const;
