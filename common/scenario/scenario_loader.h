@@ -23,7 +23,7 @@ namespace dmalab {
 // The shipped scenarios are a few KB, a few thousand nodes and 10 levels deep.
 inline constexpr size_t kMaxScenarioFileBytes = size_t{4} << 20;  // 4 MiB of text
 // YAML nodes, counted as often as they are reached: an alias counts its anchor's nodes again.
-inline constexpr int64_t kMaxScenarioNodes = 1000000;
+inline constexpr int64_t kMaxScenarioNodes = 100000;
 inline constexpr int kMaxScenarioDepth = 64;  // lists and maps within lists and maps
 
 // Parses YAML text (one document; anchors and aliases are allowed, a cycle of aliases is an

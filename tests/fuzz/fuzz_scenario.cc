@@ -28,7 +28,7 @@ class ByteReader {
 
 constexpr int kTensors = 4;
 // Bounds on scenarios given as text (DecodeFuzzScenario).
-constexpr int64_t kMaxTextSteps = 20000;
+constexpr int64_t kMaxTextSteps = 2000;
 constexpr uint64_t kMaxTextBytes = uint64_t{64} << 20;
 constexpr int kMaxSteps = 12;
 constexpr const char* kWires[] = {"bf16", "i8",        "i8_ring", "i8_a2a",
