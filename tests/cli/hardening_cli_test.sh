@@ -81,4 +81,25 @@ raw = open(sys.argv[1], 'rb').read()
 r = json.loads(raw.decode('utf-8'))  # strict: raises on invalid UTF-8
 assert r['all_reduces'][0]['step'].startswith("all_reduce 'caf\u00e9 \ufffd' at "), r['all_reduces'][0]['step']
 PY
+# 5. A very slow link: the timing model finishes (it never returned at peer rates <= 2e-4 GB/s)
+# at the analytic ring time, 2 (W-1)/W * 131072 B / (1e-4 GB/s) = 1966080 us, plus 6 hops of
+# 1 us latency.
+cat > "$tmp/slow.yaml" <<'YAML'
+name: slow_ring
+gpus: 4
+copy_engines: 2
+memory_gbps: 1000000
+port_gbps: 1e-4
+links:
+  local: {gbps: 100000, latency_us: 0}
+  peer: {gbps: 1e-4, latency_us: 1}
+kernel: {launch_us: 0, overhead_us: 0, reduce_gbps: 100000}
+flag: {latency_us: 0}
+host: {copy_us: 0, event_us: 0}
+YAML
+timeout 60 "$dmalab" sweep --backend=sim --topology="$tmp/slow.yaml" --ranks=4 -b 128K -e 128K \
+  -n 1 -w 0 > "$tmp/sweep.txt" 2>&1 || fail "slow-link sweep: exit $?: $(cat "$tmp/sweep.txt")"
+grep -Eq '^ +131072 +65536 +bf16 +bf16 +1966086\.00 ' "$tmp/sweep.txt" ||
+  fail "slow-link time: $(cat "$tmp/sweep.txt")"
+
 echo "hardening_cli_test: all cases passed"
