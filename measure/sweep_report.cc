@@ -1,8 +1,10 @@
 #include "measure/sweep_report.h"
 
+#include <cmath>
 #include <optional>
 
 #include "absl/strings/str_format.h"
+#include "common/core/json_writer.h"
 
 namespace dmalab {
 namespace {
@@ -11,27 +13,18 @@ std::string CountText(const std::optional<int64_t>& n, std::string_view unset) {
   return n ? absl::StrFormat("%d", *n) : std::string(unset);
 }
 
-std::string JsonString(std::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += absl::StrFormat("\\u%04x", static_cast<int>(c));
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
+std::string JsonString(std::string_view s) { return JsonWriter::Quote(s); }
+
+// A measured figure: %.9g, or null when not finite (a zero time gives an infinite bandwidth),
+// as JSON has no inf or nan.
+std::string JsonFigure(double v) { return std::isfinite(v) ? absl::StrFormat("%.9g", v) : "null"; }
 
 std::string JsonTiming(const SweepTiming& t) {
   return absl::StrFormat(
-      "{\"time_us\": %.9g, \"algbw_gbps\": %.9g, \"busbw_gbps\": %.9g, \"wrong\": %s, "
+      "{\"time_us\": %s, \"algbw_gbps\": %s, \"busbw_gbps\": %s, \"wrong\": %s, "
       "\"rounded\": %s}",
-      t.time_us, t.algbw_gbps, t.busbw_gbps, CountText(t.wrong, "null"),
-      CountText(t.rounded, "null"));
+      JsonFigure(t.time_us), JsonFigure(t.algbw_gbps), JsonFigure(t.busbw_gbps),
+      CountText(t.wrong, "null"), CountText(t.rounded, "null"));
 }
 
 }  // namespace
@@ -115,9 +108,9 @@ std::string SweepJson(const SweepContext& c, absl::Span<const SweepRow> rows) {
     const SweepRow& r = rows[i];
     j += absl::StrFormat(
         "%s\n    {\"size_bytes\": %d, \"count\": %d, \"out_of_place\": %s, \"in_place\": %s, "
-        "\"sol_us\": %.9g, \"sol_busbw_gbps\": %.9g, \"pct_sol\": %.9g}",
+        "\"sol_us\": %s, \"sol_busbw_gbps\": %s, \"pct_sol\": %s}",
         i ? "," : "", r.bytes, r.count, JsonTiming(r.out_of_place), JsonTiming(r.in_place),
-        r.sol_us, r.sol_busbw_gbps, r.pct_sol);
+        JsonFigure(r.sol_us), JsonFigure(r.sol_busbw_gbps), JsonFigure(r.pct_sol));
   }
   return j + "\n  ]\n}\n";
 }

@@ -13,6 +13,7 @@
 #include "common/ring/ring_planner.h"
 #include "sim/sim_device.h"
 #include "tools/calibrate_command.h"
+#include "tools/host_memory.h"
 #include "tools/replay_command.h"
 #include "tools/sweep_command.h"
 #include "tools/zoo.h"
@@ -164,6 +165,24 @@ int RunDemo() {
   absl::StatusOr<WireMode> wire = ParseWireMode(absl::GetFlag(FLAGS_wire));
   if (!wire.ok()) return Fail(wire.status());
   opts.wire = *wire;
+  // Refuse sizes that cannot fit before allocating: at the largest size, per rank an input, an
+  // output and the workspace, plus the host's copies (bytes and int64 expected values).
+  uint64_t largest = 0;
+  for (uint64_t size = *lo; size <= *hi && size > 0; size *= absl::GetFlag(FLAGS_f)) {
+    largest = size / DTypeBytes(*dtype) / (world * 8) * (world * 8);
+    if (size > *hi / absl::GetFlag(FLAGS_f)) break;
+  }
+  const long double need =
+      static_cast<long double>(world) *
+      (2.0L * largest * DTypeBytes(*dtype) + DmaAllReduce::WorkspaceBytesPerRank(world, opts) +
+       largest * (8.0L + 2 * DTypeBytes(*dtype)));
+  if (const uint64_t limit = AvailableMemoryBytes(); need > static_cast<long double>(limit)) {
+    return Fail(absl::ResourceExhaustedError(absl::StrFormat(
+        "demo: the largest size (--e=%s) needs about %s of memory, more than the %s available; "
+        "use a smaller --e or fewer --ranks",
+        absl::GetFlag(FLAGS_e),
+        BytesText(need >= 1.8e19L ? UINT64_MAX : static_cast<uint64_t>(need)), BytesText(limit))));
+  }
   absl::StatusOr<std::unique_ptr<DmaAllReduce>> ar = DmaAllReduce::Create(&dev, opts);
   if (!ar.ok()) return Fail(ar.status());
 

@@ -42,6 +42,9 @@ class DmaAllReduce : public Collective {
   // and events. Fails on bad options.
   static absl::StatusOr<std::unique_ptr<DmaAllReduce>> Create(Device* device,
                                                               const DmaAllReduceOptions& options);
+  // The device memory Create allocates per rank (slab, staging areas, the persistent-output
+  // fault's workspace), before the allocator's rounding; for memory checks made beforehand.
+  static uint64_t WorkspaceBytesPerRank(int world, const DmaAllReduceOptions& options);
   ~DmaAllReduce() override;
   DmaAllReduce(const DmaAllReduce&) = delete;
   DmaAllReduce& operator=(const DmaAllReduce&) = delete;

@@ -4,6 +4,7 @@
 #include "absl/strings/str_join.h"
 #include "common/core/hash.h"
 #include "common/core/json_writer.h"
+#include "common/core/text_escape.h"
 
 namespace dmalab {
 
@@ -40,27 +41,36 @@ std::string SummaryLine(const ReplayReport& r) {
 
 std::string FormatReportText(const ReplayReport& r) {
   std::string out;
-  absl::StrAppendFormat(&out, "scenario %s (%s)\n", r.scenario, r.file);
+  // Names, labels and paths come from the scenario file: escaped (common/core/text_escape.h), so
+  // that no line of the report can be forged by what a file holds.
+  const auto esc = [](std::string_view text) { return EscapeText(text); };
+  absl::StrAppendFormat(&out, "scenario %s (%s)\n", esc(r.scenario), esc(r.file));
   absl::StrAppendFormat(
       &out, "collective=%s device=%s fidelity=%s world=%d wire=%s faults=%s seed=%d steps=%d\n",
-      r.collective.empty() ? "none" : r.collective, r.device, r.fidelity, r.world, r.wire, r.faults,
-      r.seed, r.steps_executed);
+      r.collective.empty() ? "none" : esc(r.collective), r.device, r.fidelity, r.world, r.wire,
+      r.faults, r.seed, r.steps_executed);
   for (const AllReduceRecord& a : r.all_reduces) {
     absl::StrAppendFormat(&out, "step %d %s: %s -> %s (%s) %s elems %s bytes hash=%s%s\n",
-                          a.step_index, a.step, a.input, a.output, AllReduceFormName(a.form),
-                          WithThousands(a.elems), WithThousands(static_cast<int64_t>(a.bytes)),
-                          OutputHash(r, a.hash), a.rank_consistent ? "" : " RANKS DIFFER");
+                          a.step_index, esc(a.step), esc(a.input), esc(a.output),
+                          AllReduceFormName(a.form), WithThousands(a.elems),
+                          WithThousands(static_cast<int64_t>(a.bytes)), OutputHash(r, a.hash),
+                          a.rank_consistent ? "" : " RANKS DIFFER");
   }
   for (const ReplayFinding& f : r.findings) {
     std::vector<std::string> storage;
     for (const StorageRef& s : f.storage) {
-      storage.push_back(absl::StrFormat("'%s' %s", s.tensor, FormatStorage(s.mem)));
+      storage.push_back(absl::StrFormat("'%s' %s", esc(s.tensor), FormatStorage(s.mem)));
     }
     const std::string where =
         f.step_index > 0 ? absl::StrFormat("step %d %s", f.step_index, f.step) : f.step;
     absl::StrAppendFormat(&out, "FINDING %s: %s, rank %d: %s; storage: %s\n",
-                          ReplayFindingKindName(f.kind), where, f.rank, f.detail,
+                          ReplayFindingKindName(f.kind), esc(where), f.rank, esc(f.detail),
                           absl::StrJoin(storage, "; "));
+  }
+  if (r.all_reduces_total > static_cast<int64_t>(r.all_reduces.size())) {
+    absl::StrAppendFormat(
+        &out, "... and %s more all-reduces\n",
+        WithThousands(r.all_reduces_total - static_cast<int64_t>(r.all_reduces.size())));
   }
   if (r.findings_total > static_cast<int64_t>(r.findings.size())) {
     absl::StrAppendFormat(
@@ -105,6 +115,7 @@ std::string FormatReportJson(const ReplayReport& r) {
     w.EndObject();
   }
   w.EndArray();
+  w.Key("all_reduces_total").Int(r.all_reduces_total);
   w.Key("findings").BeginArray();
   for (const ReplayFinding& f : r.findings) {
     w.BeginObject();
