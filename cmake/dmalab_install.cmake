@@ -2,8 +2,8 @@
 # package config so that other projects write
 #   find_package(dmalab 0.1 REQUIRED)   # optionally COMPONENTS hw
 #   target_link_libraries(app PRIVATE dmalab::sim)
-# Components (targets): core, ring, scenario, common (the three), sim, measure, and hw when the
-# CUDA backend was built. examples/consumer/ is such a project.
+# Components (targets): core, ring, plugin, scenario, common (all four), sim, measure, and hw
+# when the CUDA backend was built. examples/consumer/ is such a project.
 include(CMakePackageConfigHelpers)
 set(DMALAB_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/dmalab)
 
@@ -28,7 +28,7 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/include)
   install(DIRECTORY include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 endif()
 
-set(DMALAB_COMPONENTS core ring scenario common sim measure)
+set(DMALAB_COMPONENTS core ring plugin scenario common sim measure)
 set(DMALAB_CUDA_ROOT "")
 if(DMALAB_HAVE_CUDA)
   list(APPEND DMALAB_COMPONENTS hw)

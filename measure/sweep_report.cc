@@ -3,6 +3,7 @@
 #include <optional>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace dmalab {
@@ -88,9 +89,9 @@ std::string SweepTableHeader(const SweepContext& c) {
   std::string h = absl::StrFormat(
       "# dmalab sweep: backend %s (device %s%s), %d ranks on %d GPU(s), %s, wire %s, pieces %d\n"
       "# -n %d -w %d -c %d -G %d; %s\n",
-      c.backend, c.device, c.topology.empty() ? "" : ", topology " + c.topology, c.ranks, c.gpus,
-      DTypeName(o.dtype), WireModeName(o.wire), o.pieces, o.iters, o.warmup, o.check ? 1 : 0,
-      o.graph ? 1 : 0,
+      c.backend, c.device, c.topology.empty() ? "" : absl::StrCat(", topology ", c.topology),
+      c.ranks, c.gpus, DTypeName(o.dtype), WireModeName(o.wire), o.pieces, o.iters, o.warmup,
+      o.check ? 1 : 0, o.graph ? 1 : 0,
       c.backend == "sim" ? "times are the timing model's prediction (SimDevice::now_us)"
                          : "times are host wall clock around n calls between two synchronizes");
   h += absl::StrFormat("# Collective test starting: %s\n", kProgram);
@@ -213,7 +214,8 @@ std::string NcclTiming(const SweepTiming& t) {
 
 std::string StringList(const std::vector<std::string>& items) {
   std::string out = "[";
-  for (size_t i = 0; i < items.size(); ++i) out += (i ? "," : "") + JsonString(items[i]);
+  for (size_t i = 0; i < items.size(); ++i)
+    absl::StrAppend(&out, i ? "," : "", JsonString(items[i]));
   return out + "]";
 }
 

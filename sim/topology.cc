@@ -346,7 +346,7 @@ class YamlOut {
     for (absl::string_view part : absl::StrSplit(note->second, '\n')) {
       if (!first) line.clear();
       line.resize(std::max(kColumn, line.size() + 1), ' ');
-      out_ += line + "# " + std::string(part) + "\n";
+      absl::StrAppend(&out_, line, "# ", part, "\n");
       first = false;
     }
   }

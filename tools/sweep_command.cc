@@ -137,9 +137,6 @@ int RunSweepCommand(const SweepCommand& c, const SweepNcclJsonOption& nccl) {
           "--backend=sim needs --topology=FILE (e.g. scenarios/topologies/h200_virtual_ranks.yaml)"
           ": the timing model predicts the times"));
     }
-    if (options->graph) {
-      return Fail(absl::InvalidArgumentError("-G needs --backend=hw: the simulator has no graphs"));
-    }
     absl::StatusOr<Topology> loaded = LoadTopologyFile(c.topology);
     if (!loaded.ok()) return Fail(loaded.status());
     topology = *std::move(loaded);
