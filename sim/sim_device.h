@@ -1,5 +1,5 @@
 // SimDevice: a CPU model of W ranks with memory, streams, events, DMA copies and kernels,
-// executed by a deterministic scheduler and watched by checkers (DESIGN.md section 5).
+// executed by a deterministic scheduler and watched by checkers (docs/design.md section 6).
 //
 // Enqueued work runs when the host synchronizes (Synchronize, Read, Write). Then the scheduler
 // repeatedly picks one stream whose next operation can run and runs it; which one is the

@@ -1,4 +1,4 @@
-// DmaAllReduce: the user API of the copy-engine ring all-reduce (DESIGN.md section 4).
+// DmaAllReduce: the user API of the copy-engine ring all-reduce (docs/design.md section 4).
 //
 // One object serves W ranks of one Device. Each call enqueues the plan on every rank's
 // streams and returns without waiting; results are ordered on each rank's compute stream.

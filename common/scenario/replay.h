@@ -1,6 +1,6 @@
 // The replay engine: executes a Scenario on any Device through any Collective (the built-in DMA
 // ring by default, or a plugin: common/plugin/open_collective.h) and checks, after
-// every step, the invariants a transformer relies on (DESIGN.md sections 1 and 5):
+// every step, the invariants a transformer relies on (docs/design.md sections 1 and 5):
 //   - retained values: every retained tensor is compared, element by element on every rank,
 //     with the snapshot taken when it was retained;
 //   - no pointer alias: no two live tensors share a byte of storage on any rank (byte intervals,
