@@ -56,8 +56,9 @@ class _Rank:
         self.buf = b""
         self.step = 0
         self.text = "setup"
-        self.phase = "setup"
+        self.phase = "startup"
         self.last = time.monotonic()
+        self.started = False  # sent its first message (setup done)
         self.ended = False
         self.error = None
         self.closed = False
@@ -86,8 +87,11 @@ def _record(d):
 
 
 def run_check(scenario_path, collective, device="cpu", json_path=None, timeout=300.0,
-              grace=None, stdout=None, stderr=None):
-    """Runs the check; returns the exit status (0 PASS, 1 FAIL, 2 bad input)."""
+              grace=None, startup=120.0, stdout=None, stderr=None):
+    """Runs the check; returns the exit status (0 PASS, 1 FAIL, 2 bad input).
+
+    timeout: seconds any step (or the factory) may take on a rank before the rank counts as
+    hung; startup: seconds a worker may take to start (import torch, join the gloo world)."""
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
 
@@ -123,14 +127,14 @@ def run_check(scenario_path, collective, device="cpu", json_path=None, timeout=3
             r_fd, w_fd = os.pipe()
             cfg = {"rank": rank, "world": world, "port": port, "scenario": scenario_path,
                    "collective": collective, "device": device, "timeout": timeout,
-                   "report_fd": w_fd}
+                   "startup": startup, "report_fd": w_fd}
             proc = subprocess.Popen(
                 [sys.executable, "-m", "dmalab.torch.worker", json.dumps(cfg)],
                 stdin=subprocess.PIPE, pass_fds=(w_fd,), env=env)
             os.close(w_fd)
             ranks.append(_Rank(proc, r_fd))
-        return _follow(scenario, collective, device, ranks, timeout, grace, json_path, stdout,
-                       stderr)
+        return _follow(scenario, collective, device, ranks, timeout, max(timeout, startup), grace,
+                       json_path, stdout, stderr)
     finally:
         for r in ranks:
             if r.proc.poll() is None:
@@ -142,7 +146,8 @@ def run_check(scenario_path, collective, device="cpu", json_path=None, timeout=3
                 os.close(r.fd)
 
 
-def _follow(scenario, collective, device, ranks, timeout, grace, json_path, stdout, stderr):
+def _follow(scenario, collective, device, ranks, timeout, startup, grace, json_path, stdout,
+            stderr):
     report = dmalab.ReplayReport()
     report.scenario = scenario.name
     report.file = scenario.file
@@ -164,6 +169,7 @@ def _follow(scenario, collective, device, ranks, timeout, grace, json_path, stdo
         nonlocal total, summary, bad_input, stop_at
         r = ranks[i]
         r.last = time.monotonic()
+        r.started = True
         kind = ev["ev"]
         if kind == "step":
             r.step, r.text, r.phase = ev["i"], ev["text"], "the harness"
@@ -193,7 +199,8 @@ def _follow(scenario, collective, device, ranks, timeout, grace, json_path, stdo
             break
         if stop_at is None:
             for r in ranks:
-                if not r.ended and r.error is None and now - r.last > timeout + grace:
+                limit = timeout if r.started else startup
+                if not r.ended and r.error is None and now - r.last > limit + grace:
                     stop_at = now
         if stop_at is not None and now >= stop_at:
             break
@@ -228,7 +235,8 @@ def _follow(scenario, collective, device, ranks, timeout, grace, json_path, stdo
 
     now = time.monotonic()
     failed = [r for r in ranks if r.error is not None]
-    stalled = [r for r in ranks if not r.ended and r.error is None and now - r.last >= timeout]
+    stalled = [r for r in ranks if not r.ended and r.error is None and
+               now - r.last >= (timeout if r.started else startup)]
     extra = []
     for rank, r in enumerate(ranks):
         f = None
@@ -243,8 +251,9 @@ def _follow(scenario, collective, device, ranks, timeout, grace, json_path, stdo
                 print(f"--- rank {rank} ---\n{e['traceback']}", file=stderr, end="")
         elif r in stalled:
             f = dmalab.ReplayFinding()
+            limit = timeout if r.started else startup
             f.detail = (f"rank {rank} made no progress for {now - r.last:.1f} s in {r.phase} "
-                        f"(step timeout {timeout:g} s); killed")
+                        f"(limit {limit:g} s); killed")
         if f is None:
             continue
         f.kind = "device_error"

@@ -107,8 +107,8 @@ class Recorder:
 
     # ---- following tensors ----
 
-    def _step(self, kind, **fields):
-        self.steps.append((kind, fields))
+    def _step(self, step_kind, **fields):
+        self.steps.append((step_kind, fields))
 
     def _declare(self, name, t):
         self.tensors[name] = (list(t.shape), T.dtype_name(t.dtype))

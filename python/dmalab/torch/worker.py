@@ -98,8 +98,11 @@ class Worker:
 
     def setup(self):
         timeout = datetime.timedelta(seconds=self.cfg["timeout"])
+        # Ranks start at different times (importing torch takes seconds on a loaded machine):
+        # the rendezvous gets the startup allowance, the harness and user groups the step timeout.
+        startup = datetime.timedelta(seconds=max(self.cfg["timeout"], self.cfg["startup"]))
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{self.cfg['port']}",
-                                rank=self.rank, world_size=self.world, timeout=timeout)
+                                rank=self.rank, world_size=self.world, timeout=startup)
         self.harness = dist.new_group(backend="gloo", timeout=timeout)
         self.group = dist.new_group(backend="gloo", timeout=timeout)
         self.scenario = dmalab.load_scenario(self.cfg["scenario"])
@@ -109,7 +112,7 @@ class Worker:
         else:
             self.device = torch.device("cpu")
         factory = resolve_factory(self.cfg["collective"])
-        self.send({"ev": "phase", "phase": "factory"})
+        self.send({"ev": "phase", "phase": "the collective's factory"})
         try:
             self.coll = factory(self.rank, self.world, self.device, self.group)
         except Exception as e:
@@ -320,7 +323,7 @@ class Worker:
 
     def finding(self, kind, rank, storage=(), elems=0, of_elems=0, detail=""):
         return {"kind": kind, "step_index": self.index, "step": self.step_text, "rank": rank,
-                "storage": [[t, rank, *m] for t, m in storage], "elems": elems,
+                "storage": [[t, r, *m] for t, r, m in storage], "elems": elems,
                 "of_elems": of_elems, "detail": detail}
 
     def merge(self, step, facts):
@@ -336,8 +339,8 @@ class Worker:
                 n, first = facts[r]["inconsistent"]
                 s["rank_consistent"] = False
                 found.append(self.finding(
-                    "rank_inconsistent", r, [(output, facts[0]["out_mem"]),
-                                             (output, facts[r]["out_mem"])], n, elems,
+                    "rank_inconsistent", r, [(output, 0, facts[0]["out_mem"]),
+                                             (output, r, facts[r]["out_mem"])], n, elems,
                     f"output '{output}' differs from rank 0's in {n} of {elems} elements "
                     f"(first at {first})"))
             for r in range(self.world):
@@ -345,7 +348,7 @@ class Worker:
                     continue
                 n, first, got, want = facts[r]["wrong_sum"]
                 found.append(self.finding(
-                    "wrong_sum", r, [(output, facts[r]["out_mem"])], n, elems,
+                    "wrong_sum", r, [(output, r, facts[r]["out_mem"])], n, elems,
                     f"output '{output}' differs from the exact sum of the ranks' integer inputs "
                     f"in {n} of {elems} elements; first at {first}: {T.fmt_g(got)}, exact "
                     f"{T.fmt_g(want)}"))
@@ -355,8 +358,8 @@ class Worker:
                 n, first = facts[r]["expect_equal"]
                 if n:
                     found.append(self.finding(
-                        "expect_equal", r, [(step.a, facts[r]["mem_a"]),
-                                            (step.b, facts[r]["mem_b"])], n, elems,
+                        "expect_equal", r, [(step.a, r, facts[r]["mem_a"]),
+                                            (step.b, r, facts[r]["mem_b"])], n, elems,
                         f"'{step.a}' and '{step.b}' differ in {n} of {elems} elements "
                         f"(first at {first})"))
         if "retained" in facts[0]:
@@ -369,7 +372,7 @@ class Worker:
                         continue
                     if seen[r] == 0:
                         found.append(self.finding(
-                            "retained_mismatch", r, [(name, facts[r]["mems"][name])], n, elems,
+                            "retained_mismatch", r, [(name, r, facts[r]["mems"][name])], n, elems,
                             f"retained '{name}' (retained by {self.retained[name][0]}) changed "
                             f"in {n} of {elems} elements; first at {first}: {T.fmt_g(was)} -> "
                             f"{T.fmt_g(now)}"))
@@ -391,7 +394,7 @@ class Worker:
             a, b = key
             ranks = ",".join(str(h[0]) for h in hits)
             found.append(self.finding(
-                "pointer_alias", r, [(a, ma), (b, mb)], 0, 0,
+                "pointer_alias", r, [(a, r, ma), (b, r, mb)], 0, 0,
                 f"live tensors '{a}' (made by {oa}) and '{b}' (made by {ob}) share bytes"
                 f" [0x{lo:x}, 0x{hi:x}) on rank(s) {ranks}"))
         return found
