@@ -160,8 +160,18 @@ class Recorder:
                 tr.version = t._version
 
     def _name_of(self, t):
+        """The name of a followed tensor that `t` is, or views exactly (same bytes, shape,
+        strides and dtype, e.g. x.view(-1).view(x.shape)); None for a tensor not seen yet."""
         name = self.by_id.get(id(t))
-        return name if name is not None and not self.tracked[name].dead else None
+        if name is not None and not self.tracked[name].dead:
+            return name
+        for name, tr in self.tracked.items():
+            u = tr.ref()
+            if (u is not None and not tr.dead and u.data_ptr() == t.data_ptr() and
+                    u.shape == t.shape and u.stride() == t.stride() and u.dtype == t.dtype and
+                    u.device == t.device):
+                return name
+        return None
 
     def _label(self):
         frames = []
@@ -189,13 +199,13 @@ class Recorder:
         in_name = self._name_of(inp)
         if in_name is None:
             in_name = self._new("x", inp, fill=True)
+        out_name = None if out is None else self._name_of(out)
         if out is None:
             form = "default"
-        elif out is inp:
+        elif out is inp or out_name == in_name:
             form = "in_place"
         else:
             form = "out"
-            out_name = self._name_of(out)
             if out_name is None:
                 out_name = self._new("buf", out, fill=True)
         written = in_name if form == "in_place" else (out_name if form == "out" else None)
@@ -208,11 +218,12 @@ class Recorder:
         if form == "default":
             if not isinstance(result, torch.Tensor):
                 raise RecordError(f"{label}: all_reduce returned {type(result).__name__}")
-            if self._name_of(result) is not None:
+            held = self._name_of(result)
+            if held is not None:
                 raise RecordError(
-                    f"{label}: all_reduce returned a tensor object the recording already follows "
-                    f"('{self._name_of(result)}'); record with a collective whose default form "
-                    "returns a fresh tensor")
+                    f"{label}: all_reduce returned the bytes of '{held}', which is still alive: a "
+                    "default-form result must be a fresh tensor (the bug dmalab checks for); "
+                    "record with a correct collective")
             written = self._new("y", result, fill=False)
             self._step("all_reduce", input=in_name, result=written, label=label)
         elif form == "out":
