@@ -123,7 +123,8 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("label", &Step::label)
       .def_readonly("tensor", &Step::tensor)
       .def_property_readonly(
-          "fill_kind", [](const Step& s) { return s.fill_kind == FillKind::kInt ? "int" : "random"; })
+          "fill_kind",
+          [](const Step& s) { return s.fill_kind == FillKind::kInt ? "int" : "random"; })
       .def_readonly("seed", &Step::seed)
       .def_readonly("lo", &Step::lo)
       .def_readonly("hi", &Step::hi)
@@ -202,9 +203,8 @@ PYBIND11_MODULE(_core, m) {
       },
       py::arg("out"), py::arg("dtype"), py::arg("kind"), py::arg("lo"), py::arg("hi"),
       py::arg("key"), "Writes the fill's elements into a writable C-contiguous buffer.");
-  m.def("exact_integer_limit", [](const std::string& dtype) {
-    return ExactIntegerLimit(DTypeArg(dtype));
-  });
+  m.def("exact_integer_limit",
+        [](const std::string& dtype) { return ExactIntegerLimit(DTypeArg(dtype)); });
   m.def("dtype_bytes", [](const std::string& dtype) { return DTypeBytes(DTypeArg(dtype)); });
 
   // Hashes (common/core/hash.h).
@@ -230,7 +230,9 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("alloc_id", &MemRef::alloc_id);
 
   py::class_<StorageRef>(m, "StorageRef")
-      .def(py::init([](std::string tensor, MemRef mem) { return StorageRef{std::move(tensor), mem}; }),
+      .def(py::init([](std::string tensor, MemRef mem) {
+             return StorageRef{std::move(tensor), mem};
+           }),
            py::arg("tensor"), py::arg("mem"))
       .def_readwrite("tensor", &StorageRef::tensor)
       .def_readwrite("mem", &StorageRef::mem);
