@@ -9,7 +9,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from helpers import check, hashes, replay, summary  # noqa: E402
+from helpers import check, hashes, replay, run, summary  # noqa: E402
 
 GLM = "scenarios/glm52_tp4_layer0_residual.yaml"
 SMALL = "tests/torch/small_tp4.yaml"
@@ -205,6 +205,18 @@ class BadInputTest(unittest.TestCase):
         code, _, err = check("/nonexistent.yaml", FIX)
         self.assertEqual(code, 2)
         self.assertIn("/nonexistent.yaml", err)
+
+    def test_usage_errors(self):
+        for args, message in (([], "a command is required: check"),
+                              (["check", SMALL], "the following arguments are required: "
+                               "--collective"),
+                              (["check", SMALL, f"--collective={FIX}", "--timeout=abc"],
+                               "argument --timeout: invalid float value: 'abc'"),
+                              (["check", SMALL, f"--collective={FIX}", "--timeout=0"],
+                               "--timeout is 0.0; must be > 0 seconds")):
+            code, out, err = run([sys.executable, "-m", "dmalab.torch", *args])
+            self.assertEqual((code, out), (2, ""), args)
+            self.assertIn(message, err)
 
     def test_a_raising_factory_is_bad_input(self):
         code, out, err = check(SMALL, f"{FAULTY}:factory_raises")
