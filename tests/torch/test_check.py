@@ -3,6 +3,7 @@
 
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -159,11 +160,15 @@ class FailingRanksTest(unittest.TestCase):
         code, out, _ = check(SMALL, f"{FAULTY}:hang_on_rank2", "--timeout=3", timeout=300)
         elapsed = time.monotonic() - start
         self.assertEqual(code, 1)
-        self.assertRegex(out, r"FINDING device_error: step 3 all_reduce 'first' at "
-                         r"tests/torch/small_tp4.yaml:18:5, rank 2: rank 2 made no progress for "
-                         r"[0-9.]+ s in the collective's all_reduce \(limit 3 s\); killed")
-        # Startup (four processes importing torch) plus 3 s and the grace of 1 s.
-        self.assertLess(elapsed, 120)
+        m = re.search(r"FINDING device_error: step 3 all_reduce 'first' at "
+                      r"tests/torch/small_tp4.yaml:18:5, rank 2: rank 2 made no progress for "
+                      r"([0-9.]+) s in the collective's all_reduce \(limit 3 s\); killed", out)
+        self.assertIsNotNone(m, out)
+        # Reported once the 3 s limit and the 1 s grace have passed (plus polling and load).
+        self.assertGreaterEqual(float(m.group(1)), 3.0)
+        self.assertLess(float(m.group(1)), 15.0)
+        # The whole run, four processes importing torch on a loaded machine included.
+        self.assertLess(elapsed, 280)
 
     def test_a_collective_returning_the_wrong_shape(self):
         code, out, _ = check(SMALL, f"{FAULTY}:wrong_shape")
