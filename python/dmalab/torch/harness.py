@@ -9,11 +9,11 @@ progress within the step timeout is reported as hung; either way every worker is
 report ends FAIL (exit 1), within about timeout + grace seconds of the stall.
 """
 
+import datetime
 import importlib
 import json
 import os
 import selectors
-import socket
 import subprocess
 import sys
 import time
@@ -21,12 +21,6 @@ import time
 import dmalab
 
 MAX_FINDINGS = 64  # as ReplayOptions::max_findings
-
-
-def _free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _check_spec(spec):
@@ -118,7 +112,13 @@ def run_check(scenario_path, collective, device="cpu", json_path=None, timeout=3
         grace = min(5.0, max(1.0, 0.25 * timeout))
 
     world = scenario.world
-    port = _free_port()
+    # The rendezvous store lives here, on a port the kernel picked and this process holds: the
+    # workers join it (no race for a free port) and it goes away with the check.
+    import torch.distributed as dist
+    store = dist.TCPStore("127.0.0.1", 0, None, True,
+                          timeout=datetime.timedelta(seconds=max(timeout, startup)),
+                          wait_for_workers=False)
+    port = store.port
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([os.path.abspath(p or os.curdir) for p in sys.path])
     ranks = []

@@ -101,8 +101,9 @@ class Worker:
         # Ranks start at different times (importing torch takes seconds on a loaded machine):
         # the rendezvous gets the startup allowance, the harness and user groups the step timeout.
         startup = datetime.timedelta(seconds=max(self.cfg["timeout"], self.cfg["startup"]))
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{self.cfg['port']}",
-                                rank=self.rank, world_size=self.world, timeout=startup)
+        store = dist.TCPStore("127.0.0.1", self.cfg["port"], None, False, timeout=startup)
+        dist.init_process_group("gloo", store=store, rank=self.rank, world_size=self.world,
+                                timeout=startup)
         self.harness = dist.new_group(backend="gloo", timeout=timeout)
         self.group = dist.new_group(backend="gloo", timeout=timeout)
         self.scenario = dmalab.load_scenario(self.cfg["scenario"])
