@@ -18,6 +18,7 @@ Run (W processes on CPU over gloo, rank 0 writes the scenario):
 """
 
 import argparse
+import os
 import socket
 import sys
 from dataclasses import dataclass
@@ -182,8 +183,8 @@ def _run(rank, world, port, args, results):
     collective = factory(rank, world, torch.device("cpu"), dist.group.WORLD)
     cfg = Config()
     model = TPTransformer(cfg, rank, world, collective, fused=args.fused)
-    with torch.no_grad(), dmalab.torch.record(collective, world=world,
-                                              name=args.name) as rec:
+    name = args.name or os.path.splitext(os.path.basename(args.out))[0]
+    with torch.no_grad(), dmalab.torch.record(collective, world=world, name=name) as rec:
         out = model.forward(input_ids(cfg))
     texts = [None] * world
     dist.all_gather_object(texts, rec.text)
