@@ -41,8 +41,10 @@ std::string SummaryLine(const ReplayReport& r) {
 std::string FormatReportText(const ReplayReport& r) {
   std::string out;
   absl::StrAppendFormat(&out, "scenario %s (%s)\n", r.scenario, r.file);
-  absl::StrAppendFormat(&out, "device=%s fidelity=%s world=%d wire=%s faults=%s seed=%d steps=%d\n",
-                        r.device, r.fidelity, r.world, r.wire, r.faults, r.seed, r.steps_executed);
+  absl::StrAppendFormat(
+      &out, "collective=%s device=%s fidelity=%s world=%d wire=%s faults=%s seed=%d steps=%d\n",
+      r.collective.empty() ? "none" : r.collective, r.device, r.fidelity, r.world, r.wire, r.faults,
+      r.seed, r.steps_executed);
   for (const AllReduceRecord& a : r.all_reduces) {
     absl::StrAppendFormat(&out, "step %d %s: %s -> %s (%s) %s elems %s bytes hash=%s%s\n",
                           a.step_index, a.step, a.input, a.output, AllReduceFormName(a.form),

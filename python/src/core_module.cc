@@ -52,7 +52,8 @@ ReplayFindingKind FindingKindArg(const std::string& name) {
        {ReplayFindingKind::kPointerAlias, ReplayFindingKind::kRetainedMismatch,
         ReplayFindingKind::kRankInconsistent, ReplayFindingKind::kExpectEqual,
         ReplayFindingKind::kWrongSum, ReplayFindingKind::kFreeFailed,
-        ReplayFindingKind::kDeviceError, ReplayFindingKind::kDeviceChecker}) {
+        ReplayFindingKind::kDeviceError, ReplayFindingKind::kDeviceChecker,
+        ReplayFindingKind::kCollectiveError}) {
     if (ReplayFindingKindName(k) == name) return k;
   }
   throw py::value_error("finding kind '" + name + "' is not one of the replay's kinds");

@@ -173,7 +173,9 @@ class FailingRanksTest(unittest.TestCase):
     def test_a_collective_returning_the_wrong_shape(self):
         code, out, _ = check(SMALL, f"{FAULTY}:wrong_shape")
         self.assertEqual(code, 1)
-        self.assertIn("rank 0: rank 0 failed in the collective's all_reduce: CollectiveError: "
+        self.assertIn("FINDING collective_error: step 3 all_reduce 'first' at "
+                      "tests/torch/small_tp4.yaml:18:5, rank 0: rank 0 failed in the collective's "
+                      "all_reduce: CollectiveError: "
                       "all_reduce('a') returned a tensor of torch.bfloat16 [4096] on cpu for an "
                       "input of torch.bfloat16 [64, 64] on cpu", out)
 

@@ -256,7 +256,10 @@ def _follow(scenario, collective, device, ranks, timeout, startup, grace, json_p
                         f"(limit {limit:g} s); killed")
         if f is None:
             continue
-        f.kind = "device_error"
+        # A collective that returned something no all-reduce returns broke its contract; any
+        # other failure (an exception, an exit, a hang) stops the replay as a device error.
+        f.kind = ("collective_error" if r.error is not None and
+                  r.error["type"] == "CollectiveError" else "device_error")
         f.step_index = r.step
         f.step = r.text
         f.rank = rank
