@@ -269,6 +269,7 @@ PYBIND11_MODULE(_core, m) {
       .def(py::init<>())
       .def_readwrite("scenario", &ReplayReport::scenario)
       .def_readwrite("file", &ReplayReport::file)
+      .def_readwrite("collective", &ReplayReport::collective)
       .def_readwrite("device", &ReplayReport::device)
       .def_readwrite("fidelity", &ReplayReport::fidelity)
       .def_readwrite("world", &ReplayReport::world)

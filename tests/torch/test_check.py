@@ -23,7 +23,7 @@ FAULTY = "faulty_collectives"
 def without_header(text):
     """The report without the device line (device, wire) and the simulator's seed= line."""
     return [l for l in text.splitlines()
-            if not l.startswith("device=") and not l.startswith("seed=")]
+            if " device=" not in l and not l.startswith("seed=")]
 
 
 class FoundingIncidentTest(unittest.TestCase):
@@ -47,8 +47,8 @@ class FoundingIncidentTest(unittest.TestCase):
         self.assertEqual(rcode, 0)
         self.assertEqual(len(hashes(out)), 2)
         self.assertEqual(without_header(out), without_header(rep))
-        self.assertIn("device=torch-cpu fidelity=values world=4 wire=" + FIX +
-                      " faults=none seed=52 steps=12", out)
+        self.assertIn(f"collective={FIX} device=torch-cpu fidelity=values world=4 wire={FIX} "
+                      "faults=none seed=52 steps=12", out)
 
     def test_registered_buffer_passes_above_its_size_and_fails_below(self):
         # 33.6 MB per result exceeds the 8 MiB registered buffer: fresh outputs, no finding.

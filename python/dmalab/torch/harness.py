@@ -151,6 +151,7 @@ def _follow(scenario, collective, device, ranks, timeout, startup, grace, json_p
     report = dmalab.ReplayReport()
     report.scenario = scenario.name
     report.file = scenario.file
+    report.collective = collective
     report.device = f"torch-{device}"
     report.fidelity = "values"
     report.world = scenario.world
