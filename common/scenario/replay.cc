@@ -29,6 +29,8 @@ std::string_view ReplayFindingKindName(ReplayFindingKind kind) {
       return "rank_inconsistent";
     case ReplayFindingKind::kExpectEqual:
       return "expect_equal";
+    case ReplayFindingKind::kWrongSum:
+      return "wrong_sum";
     case ReplayFindingKind::kFreeFailed:
       return "free_failed";
     case ReplayFindingKind::kDeviceError:

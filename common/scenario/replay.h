@@ -87,6 +87,8 @@ enum class ReplayFindingKind {
   kRetainedMismatch,  // a retained tensor's bits changed on a rank
   kRankInconsistent,  // an all-reduce output differs from rank 0's on a rank
   kExpectEqual,       // expect_equal found differing elements on a rank
+  kWrongSum,          // an all-reduce of exact integers differs from their exact sum on a rank
+                      // (checked by the PyTorch harness, python/dmalab/torch)
   kFreeFailed,        // Device::Free refused a released tensor's storage
   kDeviceError,       // the device failed while executing; the replay stopped
   kDeviceChecker,     // the device's own checker reported something (poll_device_findings)
@@ -94,8 +96,8 @@ enum class ReplayFindingKind {
                       // the replay stopped
 };
 
-// "pointer_alias", "retained_mismatch", "rank_inconsistent", "expect_equal", "free_failed",
-// "device_error", "device_checker", "collective_error".
+// "pointer_alias", "retained_mismatch", "rank_inconsistent", "expect_equal", "wrong_sum",
+// "free_failed", "device_error", "device_checker", "collective_error".
 std::string_view ReplayFindingKindName(ReplayFindingKind kind);
 
 // Storage a finding involves: a tensor's view on one rank.
