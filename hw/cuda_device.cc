@@ -235,12 +235,24 @@ absl::Status CudaDevice::CheckLive(const MemRef& mem, const OperandName& name) c
     const bool inside = mem.addr + mem.bytes <= it->first + it->second.bytes;
     const bool same = mem.alloc_id == 0 || mem.alloc_id == it->second.alloc_id;
     if (inside && same) return absl::OkStatus();
+    // A view of freed memory is a use after free by whoever enqueues it (DataLoss): the replay
+    // reports it as a finding against the collective, not as bad input.
     if (inside) {
-      return absl::FailedPreconditionError(absl::StrFormat(
+      return absl::DataLossError(absl::StrFormat(
           "%s: [0x%x, +%d) on rank %d belongs to allocation %d, which was freed; the memory is "
           "now allocation %d (use after free)",
           name.ToString(), mem.addr, mem.bytes, mem.rank, mem.alloc_id, it->second.alloc_id));
     }
+  }
+  // Ids are handed out in order: an issued id that no live allocation of the rank holds was
+  // freed (this is the error path only, so the scan costs nothing in a correct run).
+  bool id_live = false;
+  for (const auto& [addr, a] : live) id_live = id_live || a.alloc_id == mem.alloc_id;
+  if (mem.alloc_id != 0 && mem.alloc_id < next_alloc_id_ && !id_live) {
+    return absl::DataLossError(
+        absl::StrFormat("%s: [0x%x, +%d) on rank %d belongs to allocation %d, which was freed (use "
+                        "after free)",
+                        name.ToString(), mem.addr, mem.bytes, mem.rank, mem.alloc_id));
   }
   return absl::InvalidArgumentError(
       absl::StrFormat("%s: [0x%x, +%d) on rank %d (allocation %d) is not inside a live allocation",

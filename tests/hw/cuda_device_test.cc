@@ -135,9 +135,20 @@ TEST(CudaDeviceTest, StaleViewOfAReusedBlockIsRefused) {
   MemRef dst = *device->Allocate(0, 4096, "dst");
   ASSERT_EQ(now.addr, old.addr);
   const absl::Status s = device->Copy(device->ComputeStream(0), dst, old, "stale");
-  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+  EXPECT_TRUE(absl::IsDataLoss(s)) << s;
   EXPECT_NE(s.message().find("use after free"), std::string::npos) << s;
   EXPECT_TRUE(absl::IsInvalidArgument(device->Free(old)));
+}
+
+TEST(CudaDeviceTest, ViewOfAFreedBlockIsAUseAfterFree) {
+  DMALAB_CUDA_DEVICE_OR_SKIP(device, 1, 1);
+  MemRef big = *device->Allocate(0, 1 << 20, "big");
+  MemRef dst = *device->Allocate(0, 4096, "dst");
+  ASSERT_TRUE(device->Free(big).ok());
+  const absl::Status s =
+      device->Copy(device->ComputeStream(0), dst, big.Slice(8192, 4096), "after free");
+  EXPECT_TRUE(absl::IsDataLoss(s)) << s;
+  EXPECT_NE(s.message().find("which was freed (use after free)"), std::string::npos) << s;
 }
 
 TEST(CudaDeviceTest, OutOfBoundsViewIsRefused) {
