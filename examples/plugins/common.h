@@ -58,11 +58,11 @@ static inline int32_t ex_fail(ex_state* st, const char* format, ...) {
 }
 
 /* Runs a device call; on failure records the call and the device's message. */
-#define EX_CHECK(st, call)                                                                \
-  do {                                                                                    \
-    if ((call) != DMALAB_OK) {                                                            \
+#define EX_CHECK(st, call)                                                                 \
+  do {                                                                                     \
+    if ((call) != DMALAB_OK) {                                                             \
       return ex_fail((st), "%s failed: %s", #call, (st)->api->last_error((st)->api->ctx)); \
-    }                                                                                     \
+    }                                                                                      \
   } while (0)
 
 /* A slice of `m`: `bytes` bytes from `offset`, keeping its allocation id. */
@@ -73,7 +73,8 @@ static inline dmalab_mem ex_slice(dmalab_mem m, uint64_t offset, uint64_t bytes)
 }
 
 /* Allocates `bytes` on every rank into out[0..W-1]. */
-static inline int32_t ex_allocate_all(ex_state* st, uint64_t bytes, const char* tag, dmalab_mem* out) {
+static inline int32_t ex_allocate_all(ex_state* st, uint64_t bytes, const char* tag,
+                                      dmalab_mem* out) {
   for (int32_t r = 0; r < st->world; ++r) {
     EX_CHECK(st, st->api->allocate(st->api->ctx, r, bytes, tag, &out[r]));
   }
@@ -170,7 +171,7 @@ static inline int32_t ex_gather(ex_state* st, const dmalab_tensor* inputs) {
 /* Step 3 on rank r: dst = inputs[0] + ... + inputs[W-1], in rank order, on r's compute stream.
  * Call after ex_gather, for every rank. */
 static inline int32_t ex_reduce(ex_state* st, const dmalab_tensor* inputs, int32_t r,
-                         const dmalab_mem* dst) {
+                                const dmalab_mem* dst) {
   const dmalab_device_api* api = st->api;
   dmalab_mem terms[EX_MAX_RANKS];
   for (int32_t q = 0; q < st->world; ++q) {
@@ -183,7 +184,8 @@ static inline int32_t ex_reduce(ex_state* st, const dmalab_tensor* inputs, int32
 }
 
 /* The whole all-reduce into dsts[0..W-1] (each inputs[r]'s size). */
-static inline int32_t ex_all_reduce(ex_state* st, const dmalab_tensor* inputs, const dmalab_mem* dsts) {
+static inline int32_t ex_all_reduce(ex_state* st, const dmalab_tensor* inputs,
+                                    const dmalab_mem* dsts) {
   if (ex_check_inputs(st, inputs) != DMALAB_OK) return DMALAB_ERROR;
   if (ex_gather(st, inputs) != DMALAB_OK) return DMALAB_ERROR;
   for (int32_t r = 0; r < st->world; ++r) {
@@ -194,7 +196,7 @@ static inline int32_t ex_all_reduce(ex_state* st, const dmalab_tensor* inputs, c
 
 /* Explicit form through ex_all_reduce. */
 static inline int32_t ex_all_reduce_into(ex_state* st, const dmalab_tensor* inputs,
-                                  const dmalab_tensor* outs) {
+                                         const dmalab_tensor* outs) {
   dmalab_mem dsts[EX_MAX_RANKS];
   for (int32_t r = 0; r < st->world; ++r) dsts[r] = outs[r].mem;
   return ex_all_reduce(st, inputs, dsts);
@@ -239,8 +241,8 @@ static inline void* ex_create_with(const dmalab_device_api* api,
   return st;
 }
 
-static inline void* ex_create(const dmalab_device_api* api,
-                              const dmalab_collective_config* config, size_t size) {
+static inline void* ex_create(const dmalab_device_api* api, const dmalab_collective_config* config,
+                              size_t size) {
   return ex_create_with(api, config, size, 0);
 }
 

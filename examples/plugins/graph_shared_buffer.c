@@ -24,7 +24,8 @@ static int32_t create(const dmalab_device_api* api, const dmalab_collective_conf
   if (st == NULL) return DMALAB_ERROR;
   *out = st;
   for (int32_t r = 0; r < st->ex.world; ++r) {
-    EX_CHECK(&st->ex, api->create_stream(api->ctx, r, DMALAB_STREAM_COPY, "copy_out", &st->side[r]));
+    EX_CHECK(&st->ex,
+             api->create_stream(api->ctx, r, DMALAB_STREAM_COPY, "copy_out", &st->side[r]));
     EX_CHECK(&st->ex, api->create_event(api->ctx, r, &st->reduced[r]));
     EX_CHECK(&st->ex, api->create_event(api->ctx, r, &st->copied_out[r]));
   }

@@ -40,8 +40,8 @@ static int32_t all_reduce(void* p, const dmalab_tensor* inputs, dmalab_mem* resu
     results[r] = ex_slice(st->workspace[r], 0, inputs[r].mem.bytes);
 #else
     /* FIX: fresh storage per call, handed over to the caller. */
-    EX_CHECK(&st->ex, st->ex.api->allocate(st->ex.api->ctx, r, inputs[r].mem.bytes, "result",
-                                           &results[r]));
+    EX_CHECK(&st->ex,
+             st->ex.api->allocate(st->ex.api->ctx, r, inputs[r].mem.bytes, "result", &results[r]));
 #endif
   }
   return ex_all_reduce(&st->ex, inputs, results);
