@@ -56,6 +56,16 @@ static int32_t create(const dmalab_device_api* api, const dmalab_collective_conf
       ex_allocate_all(&st->ex, flag_bytes, "expected", st->expected) != DMALAB_OK) {
     return DMALAB_ERROR;
   }
+  /* Fresh device memory holds garbage: the flags (wherever a call puts them) start at 0. */
+  void* zeros = calloc(1, st->ex.staging[0].bytes);
+  if (zeros == NULL) return ex_fail(&st->ex, "out of host memory");
+  for (int32_t r = 0; r < st->ex.world; ++r) {
+    if (api->write(api->ctx, &st->ex.staging[r], zeros, st->ex.staging[r].bytes) != DMALAB_OK) {
+      free(zeros);
+      return ex_fail(&st->ex, "zeroing staging: %s", api->last_error(api->ctx));
+    }
+  }
+  free(zeros);
   for (int32_t r = 0; r < st->ex.world; ++r) {
     if (ex_zero_words(&st->ex, &st->counters[r], st->ex.world) != DMALAB_OK ||
         ex_zero_words(&st->ex, &st->expected[r], st->ex.world) != DMALAB_OK) {

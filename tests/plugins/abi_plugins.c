@@ -83,6 +83,7 @@ static const dmalab_plugin plugin = {sizeof(dmalab_plugin),
 DMALAB_PLUGIN_EXPORT const dmalab_plugin* dmalab_plugin_entry(uint32_t host_abi_version) {
   (void)host_abi_version;
 #if defined(CASE_ENTRY_RETURNS_NULL)
+  (void)plugin;
   return NULL;
 #else
   return &plugin;

@@ -24,7 +24,7 @@ using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-std::string Case(std::string_view name) {
+std::string Case(const std::string& name) {
   return absl::StrCat(DMALAB_TEST_PLUGINS_DIR, "/abi_", name, ".so");
 }
 
@@ -103,7 +103,7 @@ TEST(PluginAbiTest, AFileThatIsNotASharedLibraryCannotBeLoaded) {
   const absl::Status s = LoadError(path);
   std::remove(path.c_str());
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(),
+  EXPECT_THAT(std::string(s.message()),
               StartsWith(absl::StrCat("plugin ", path, ": cannot load it: ", path, ": ")));
 }
 
@@ -128,7 +128,7 @@ steps:
   - all_reduce: {input: x, out: y, label: layer1}
 )";
 
-absl::StatusOr<ReplayReport> ReplayWith(const std::string& collective, std::string_view yaml) {
+absl::StatusOr<ReplayReport> ReplayWith(const std::string& collective, const std::string& yaml) {
   absl::StatusOr<Scenario> s = ParseScenario(yaml, "t.yaml");
   EXPECT_TRUE(s.ok()) << s.status();
   SimDevice device(s->world, 1);
