@@ -12,9 +12,9 @@
 #include "common/ring/dma_all_reduce.h"
 #include "common/ring/ring_planner.h"
 #include "sim/sim_device.h"
-#include "tools/calibrate.h"
+#include "tools/calibrate_command.h"
 #include "tools/replay_command.h"
-#include "tools/sweep.h"
+#include "tools/sweep_command.h"
 #include "tools/zoo.h"
 
 ABSL_FLAG(int, ranks, 4, "number of ranks (world size), 2..16");

@@ -1,16 +1,16 @@
 // dmalab sweep on the simulator: nccl-tests' bandwidth arithmetic, the correctness counts, the
 // CSV format, size parsing, and the speed of light as a lower bound of the ring's time.
-#include "tools/sweep.h"
+#include "measure/sweep.h"
 
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
+#include "measure/speed_of_light.h"
+#include "measure/sweep_report.h"
 #include "sim/sim_device.h"
 #include "sim/topology.h"
-#include "tools/speed_of_light.h"
-#include "tools/sweep_report.h"
 
 namespace dmalab {
 namespace {

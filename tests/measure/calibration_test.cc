@@ -1,15 +1,15 @@
 // Calibration without a GPU: the fit and the YAML writer on made-up measurements (the written
 // file must load with the topology loader and carry the fitted numbers), and the measuring
 // code on the simulator, which must recover the topology it times on.
-#include "tools/calibration.h"
+#include "measure/calibration.h"
 
 #include <cmath>
 #include <string>
 
 #include "gtest/gtest.h"
+#include "measure/calibrate.h"
 #include "sim/sim_device.h"
 #include "sim/topology.h"
-#include "tools/calibrate.h"
 
 namespace dmalab {
 namespace {
