@@ -58,24 +58,23 @@ struct State {
 
 char create_error[512];
 
-#define CHECK(call)                                                                        \
-  do {                                                                                     \
-    if ((call) != DMALAB_OK) {                                                             \
-      snprintf(st->error, sizeof(st->error), "%s: %s", #call, api->last_error(api->ctx));  \
-      return DMALAB_ERROR;                                                                 \
-    }                                                                                      \
+#define CHECK(call)                                                                       \
+  do {                                                                                    \
+    if ((call) != DMALAB_OK) {                                                            \
+      snprintf(st->error, sizeof(st->error), "%s: %s", #call, api->last_error(api->ctx)); \
+      return DMALAB_ERROR;                                                                \
+    }                                                                                     \
   } while (0)
-#define CUDA_CHECK(call)                                                                   \
-  do {                                                                                     \
-    cudaError_t e = (call);                                                                \
-    if (e != cudaSuccess) {                                                                \
-      snprintf(st->error, sizeof(st->error), "%s: %s", #call, cudaGetErrorString(e));      \
-      return DMALAB_ERROR;                                                                 \
-    }                                                                                      \
+#define CUDA_CHECK(call)                                                              \
+  do {                                                                                \
+    cudaError_t e = (call);                                                           \
+    if (e != cudaSuccess) {                                                           \
+      snprintf(st->error, sizeof(st->error), "%s: %s", #call, cudaGetErrorString(e)); \
+      return DMALAB_ERROR;                                                            \
+    }                                                                                 \
   } while (0)
 
-int32_t Create(const dmalab_device_api* api, const dmalab_collective_config* config,
-               void** out) {
+int32_t Create(const dmalab_device_api* api, const dmalab_collective_config* config, void** out) {
   if (api->backend != DMALAB_BACKEND_CUDA) {
     snprintf(create_error, sizeof(create_error),
              "cuda_native launches its own CUDA work: it runs on GPUs only (--backend=hw)");
@@ -183,9 +182,14 @@ const char* LastError(void* p) {
   return p == nullptr ? create_error : static_cast<State*>(p)->error;
 }
 
-const dmalab_plugin kPlugin = {sizeof(dmalab_plugin), DMALAB_PLUGIN_ABI_VERSION, "cuda_native",
-                               Create,  Destroy,       AllReduce,
-                               AllReduceInto,          LastError};
+const dmalab_plugin kPlugin = {sizeof(dmalab_plugin),
+                               DMALAB_PLUGIN_ABI_VERSION,
+                               "cuda_native",
+                               Create,
+                               Destroy,
+                               AllReduce,
+                               AllReduceInto,
+                               LastError};
 
 }  // namespace
 
