@@ -317,7 +317,8 @@ absl::Status PluginCollective::Bind(const PluginConfig& config) {
   plugin_ = entry(DMALAB_PLUGIN_ABI_VERSION);
   if (plugin_ == nullptr) {
     return bad(absl::StrFormat(
-        "dmalab_plugin_entry(%d) returned NULL: the plugin refuses this dmalab's ABI version %d",
+        "dmalab_plugin_entry(%d) returned NULL: the plugin refuses plugin ABI version %d, which "
+        "this dmalab speaks (rebuild it against this dmalab's <dmalab/plugin.h>)",
         DMALAB_PLUGIN_ABI_VERSION, DMALAB_PLUGIN_ABI_VERSION));
   }
   if (plugin_->abi_version != DMALAB_PLUGIN_ABI_VERSION) {

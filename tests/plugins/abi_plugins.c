@@ -1,0 +1,92 @@
+/* Tiny plugins that break the ABI one way each, for plugin_abi_test.cc. One source, one module
+ * per case: the CASE_* macro selects what is wrong. */
+#include <stddef.h>
+#include <string.h>
+
+#include "dmalab/plugin.h"
+
+#if defined(CASE_NO_ENTRY)
+/* A shared library that is not a dmalab plugin: it exports something else. */
+DMALAB_PLUGIN_EXPORT int not_a_plugin(void) { return 1; }
+#else
+
+typedef struct state {
+  const dmalab_device_api* api;
+  char error[256];
+} state;
+
+static state the_state;
+
+static int32_t create(const dmalab_device_api* api, const dmalab_collective_config* config,
+                      void** out) {
+  (void)config;
+#if defined(CASE_CREATE_FAILS)
+  (void)api;
+  (void)out;
+  return DMALAB_ERROR; /* last_error(NULL) says why */
+#else
+  the_state.api = api;
+  *out = &the_state;
+  return DMALAB_OK;
+#endif
+}
+
+static void destroy(void* p) { (void)p; }
+
+static int32_t all_reduce(void* p, const dmalab_tensor* inputs, dmalab_mem* results) {
+  (void)p;
+  (void)inputs;
+  (void)results;
+  strcpy(the_state.error, "the default form is not implemented");
+  return DMALAB_ERROR;
+}
+
+static int32_t all_reduce_into(void* p, const dmalab_tensor* inputs, const dmalab_tensor* outs) {
+  state* st = (state*)p;
+  (void)outs;
+#if defined(CASE_FREES_INPUT)
+  /* Frees memory it does not own: the caller's input on rank 0. */
+  if (st->api->free(st->api->ctx, &inputs[0].mem) != DMALAB_OK) {
+    strcpy(st->error, st->api->last_error(st->api->ctx));
+    return DMALAB_ERROR;
+  }
+  return DMALAB_OK;
+#else
+  (void)inputs;
+  strcpy(st->error, "dtype 0 (bf16) is not supported; this all-reduce takes fp32 only");
+  return DMALAB_ERROR;
+#endif
+}
+
+static const char* last_error(void* p) {
+  if (p == NULL) return "no device memory for the 2 GiB workspace";
+  return ((state*)p)->error;
+}
+
+static const dmalab_plugin plugin = {sizeof(dmalab_plugin),
+#if defined(CASE_OTHER_ABI)
+                                     DMALAB_PLUGIN_ABI_VERSION + 1,
+#else
+                                     DMALAB_PLUGIN_ABI_VERSION,
+#endif
+                                     "abi_case",
+                                     create,
+                                     destroy,
+                                     all_reduce,
+#if defined(CASE_NULL_ENTRY_POINT)
+                                     NULL,
+#else
+                                     all_reduce_into,
+#endif
+                                     last_error};
+
+DMALAB_PLUGIN_EXPORT const dmalab_plugin* dmalab_plugin_entry(uint32_t host_abi_version) {
+  (void)host_abi_version;
+#if defined(CASE_ENTRY_RETURNS_NULL)
+  (void)plugin;
+  return NULL;
+#else
+  return &plugin;
+#endif
+}
+#endif
