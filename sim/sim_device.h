@@ -138,6 +138,9 @@ class SimDevice : public Device {
   void CheckLifetime(int64_t op_id, const MemRef& m);
   std::string DescribeOp(int64_t op_id) const;
   std::string DescribeMemory(int rank, uint64_t lo, uint64_t hi) const;
+  // The typed parts of a finding: the operation, and the bytes with their live allocation.
+  FindingOp OpOf(int64_t op_id, std::string access) const;
+  Finding NewFinding(FindingKind kind, int rank, uint64_t lo, uint64_t hi) const;
   uint64_t LoadU64(const MemRef& m);
   void StoreU64(const MemRef& m, uint64_t v);
   uint8_t* HostPtr(const MemRef& m);
@@ -177,8 +180,9 @@ class SimDevice : public Device {
 };
 
 // A ReplayOptions::poll_device_findings for `device`: each call returns the findings the
-// simulator's checkers made since the previous call, one "kind: message" line each.
-std::function<std::vector<std::string>()> NewFindingsPoller(const SimDevice& device);
+// simulator's checkers made since the previous call, typed, and how many more they counted
+// without keeping (FindingLog::kLimitPerKind).
+std::function<DeviceFindings()> NewFindingsPoller(const SimDevice& device);
 
 }  // namespace dmalab
 

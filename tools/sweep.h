@@ -16,6 +16,7 @@
 #include "common/core/device.h"
 #include "common/core/dtype.h"
 #include "common/ring/wire.h"
+#include "tools/command.h"
 #include "tools/device_timer.h"
 
 namespace dmalab {
@@ -58,9 +59,6 @@ struct SweepRow {
   double pct_sol = 0;         // sol_us / out-of-place time * 100
 };
 
-// "4096", "64K", "1M", "2G" (binary multiples) to bytes; the error names the text and the rule.
-absl::StatusOr<uint64_t> ParseByteSize(std::string_view text);
-
 // The element counts a sweep visits: min_bytes, min_bytes * factor, ... up to max_bytes, each
 // rounded down to what the all-reduce accepts (a multiple of W*8 elements; W*128 for
 // compressed wires); sizes that round to 0 or repeat are left out.
@@ -80,18 +78,25 @@ absl::StatusOr<std::vector<SweepRow>> RunSweep(Device& device, const DeviceClock
                                                const SweepOptions& options,
                                                const SweepObserver& observer = {});
 
-// The command line's arguments, unparsed.
+// The command line's arguments (nccl-tests' names in comments). The defaults are
+// SweepOptions' own, so the struct, `dmalab sweep --help` and a run agree.
 struct SweepCommand {
-  std::string b = "1M", e = "16M";
-  int f = 2, n = 20, w = 5, c = 1, graph = 0;
+  uint64_t b = SweepOptions{}.min_bytes;     // -b, --minbytes
+  uint64_t e = SweepOptions{}.max_bytes;     // -e, --maxbytes
+  int f = SweepOptions{}.factor;             // -f, --stepfactor
+  int n = SweepOptions{}.iters;              // -n, --iters
+  int w = SweepOptions{}.warmup;             // -w, --warmup_iters
+  int c = SweepOptions{}.check ? 1 : 0;      // -c, --check
+  int graph = SweepOptions{}.graph ? 1 : 0;  // -G, --cudagraph
   std::string dtype = "bf16", wire = "bf16";
-  int pieces = 2;
+  int pieces = SweepOptions{}.pieces;
   std::string backend = "sim";
   std::string fidelity = "values";  // sim: "values" or "shadow" (times only: needs -c 0)
   int ranks = 4, gpus = 1;
   std::string topology;  // sim: required
-  uint64_t seed = 1;
-  std::string csv, json;  // output paths; empty: none
+  uint64_t seed = 1;     // sim: the scheduling seed
+  std::string csv;       // output path; empty: none
+  RunFlags run;          // --collective, --json, --quiet
 };
 
 // `dmalab sweep`: prints the table on stdout and writes the files. Exit status: 0, 1 when a

@@ -3,6 +3,8 @@
 #ifndef DMALAB_TOOLS_SWEEP_REPORT_H_
 #define DMALAB_TOOLS_SWEEP_REPORT_H_
 
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/types/span.h"
@@ -16,6 +18,7 @@ struct SweepContext {
   std::string device;    // Device::name()
   std::string topology;  // sim: the topology file; empty on hw
   int ranks = 0;
+  std::optional<uint64_t> seed;  // sim: the scheduling seed
   SweepOptions options;
 };
 

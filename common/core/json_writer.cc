@@ -1,5 +1,7 @@
 #include "common/core/json_writer.h"
 
+#include <cmath>
+
 #include "absl/strings/str_format.h"
 
 namespace dmalab {
@@ -107,6 +109,19 @@ JsonWriter& JsonWriter::UInt(uint64_t value) {
 JsonWriter& JsonWriter::Bool(bool value) {
   BeforeValue();
   out_ += value ? "true" : "false";
+  return *this;
+}
+
+JsonWriter& JsonWriter::Null() {
+  BeforeValue();
+  out_ += "null";
+  return *this;
+}
+
+JsonWriter& JsonWriter::Double(double value) {
+  if (!std::isfinite(value)) return Null();
+  BeforeValue();
+  out_ += absl::StrFormat("%.9g", value);
   return *this;
 }
 

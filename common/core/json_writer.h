@@ -26,6 +26,9 @@ class JsonWriter {
   JsonWriter& Int(int64_t value);
   JsonWriter& UInt(uint64_t value);
   JsonWriter& Bool(bool value);
+  JsonWriter& Null();
+  // %.9g; NaN and infinities, which JSON cannot spell, are written as null.
+  JsonWriter& Double(double value);
 
   // The text written so far.
   const std::string& str() const { return out_; }

@@ -22,6 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/core/device.h"
+#include "common/core/device_finding.h"
 #include "common/core/tensor.h"
 #include "common/ring/faults.h"
 #include "common/scenario/scenario.h"
@@ -34,9 +35,12 @@ struct ReplayOptions {
   int pieces = 2;                // DmaAllReduceOptions::pieces
   int max_findings = 64;         // findings kept in the report; later ones are only counted
   // Optional: polled after every step for what the device's own checkers found since the last
-  // poll (SimDevice: races, use after free or reuse, deadlocks), one line each. Each line
-  // becomes a kDeviceChecker finding of that step.
-  std::function<std::vector<std::string>()> poll_device_findings;
+  // poll (SimDevice: races, use after free or reuse, deadlocks; NewFindingsPoller). Each becomes
+  // a kDeviceChecker finding of that step, with the device's checker, rank and storage.
+  std::function<DeviceFindings()> poll_device_findings;
+  // Optional: called after every executed step (repeats expanded) with the steps done and the
+  // scenario's total (Scenario::ExpandedStepCount), e.g. to draw progress.
+  std::function<void(int64_t done, int64_t total)> progress;
   // Optional: called after the last step for every tensor still live (name, one view per rank),
   // before the replay frees them; an error ends the replay with that error.
   std::function<absl::Status(const std::string&, const std::vector<TensorView>&)> inspect_at_end;
@@ -64,13 +68,38 @@ struct StorageRef {
 
 struct ReplayFinding {
   ReplayFindingKind kind = ReplayFindingKind::kDeviceError;
+  // The check that found it: the device checker's name for kDeviceChecker ("race",
+  // "use-after-free", ...), else ReplayFindingKindName(kind).
+  std::string checker;
   int64_t step_index = 0;  // 1-based ordinal among executed steps; 0 after the last step
   std::string step;        // Step::Describe(), with repeat iterations
+  std::string step_desc;   // Step::Describe() alone ("end of scenario" after the last step)
+  std::string step_id;     // the step's place in the file (Step::path), the same every iteration
+  // Repeats: the iteration, 1-based and counted over all enclosing repeats in execution order,
+  // and how many there are; 0 and 0 outside repeats.
+  int64_t iteration = 0;
+  int64_t iterations = 0;
   int rank = 0;
-  std::vector<StorageRef> storage;
-  int64_t elems = 0;     // elements affected (mismatches), where that applies
-  int64_t of_elems = 0;  // elements compared
+  std::vector<StorageRef> storage;  // device findings: the allocation (tag) and bytes, if any
+  std::vector<FindingOp> ops;       // device findings: the operations involved
+  int64_t elems = 0;                // elements affected (mismatches), where that applies
+  int64_t of_elems = 0;             // elements compared
   std::string detail;
+  // What is the same when this bug shows on another rank or iteration (checker, tensors or
+  // allocation tag, operations without call numbers); with step_id it groups findings.
+  std::string signature;
+};
+
+// One distinct finding: every finding of one step (all iterations) with one signature.
+struct FindingGroup {
+  ReplayFinding first;     // the first occurrence, in full
+  int64_t count = 0;       // occurrences
+  std::vector<int> ranks;  // sorted, distinct
+  // Iterations covered, as sorted inclusive ranges [a, b] (1-based); empty outside repeats.
+  // At most kMaxRanges are kept; iteration_ranges_truncated says more were seen.
+  std::vector<std::pair<int64_t, int64_t>> iteration_ranges;
+  bool iteration_ranges_truncated = false;
+  static constexpr size_t kMaxRanges = 64;
 };
 
 struct AllReduceRecord {
@@ -98,12 +127,21 @@ struct ReplayReport {
   int world = 0;
   std::string wire;
   std::string faults;  // FaultSet::ToString()
-  uint64_t seed = 0;
+  uint64_t seed = 0;   // the fill seed (the scenario's unless ReplayOptions::seed)
   int64_t steps_executed = 0;
   std::vector<AllReduceRecord> all_reduces;
 
   std::vector<ReplayFinding> findings;  // the first ReplayOptions::max_findings
-  int64_t findings_total = 0;
+  int64_t findings_total = 0;  // every finding, including device findings the device did not keep
+  // Distinct findings in order of first occurrence: the first kMaxGroups; later distinct ones
+  // are counted in groups_not_kept.
+  std::vector<FindingGroup> groups;
+  int64_t groups_not_kept = 0;
+  static constexpr size_t kMaxGroups = 256;
+  // Device findings counted but not kept by the device (SimDevice keeps 20 of each kind).
+  int64_t device_findings_not_kept = 0;
+  // The simulator's scheduling seed, set by whoever made the device; unset on other devices.
+  std::optional<uint64_t> scheduling_seed;
 
   bool pointer_alias = false;
   // Retained-value summary: for each retention (a retain step and the tensor it names), the most

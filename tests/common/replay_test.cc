@@ -152,8 +152,21 @@ TEST(ReplayTest, FreeingAnAliasedResultLetsTheWorkspaceBeReused) {
   EXPECT_GE((counts[{ReplayFindingKind::kDeviceChecker, 11}]), 4);
   for (const ReplayFinding& f : r.findings) {
     if (f.kind != ReplayFindingKind::kDeviceChecker) continue;
-    EXPECT_THAT(f.detail, HasSubstr("use-after-reuse"));
+    // Typed: the checker, the rank whose memory it is, and the allocation the operation used.
+    EXPECT_EQ(f.checker, "use-after-reuse");
     EXPECT_THAT(f.detail, HasSubstr("freed by 'step 8 release at incident.yaml:12:5'"));
+    ASSERT_EQ(f.storage.size(), 1u);
+    EXPECT_EQ(f.storage[0].tensor, "all_reduce persistent workspace (fault)");
+    EXPECT_EQ(f.storage[0].mem.rank, f.rank);
+    EXPECT_THAT(f.detail,
+                HasSubstr(absl::StrFormat("rank %d bytes [0x%x, 0x%x)", f.rank,
+                                          f.storage[0].mem.addr, f.storage[0].mem.end())));
+    ASSERT_EQ(f.ops.size(), 1u);  // a stream of that rank, or the host reading back
+    if (f.ops[0].rank >= 0) {
+      EXPECT_EQ(f.ops[0].rank, f.rank);
+    } else {
+      EXPECT_EQ(f.ops[0].label, "host");
+    }
   }
   // Without the fault the same file is clean, the simulator's checkers included.
   EXPECT_TRUE(MustReplay(yaml, "none").pass());
