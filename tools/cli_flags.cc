@@ -62,7 +62,11 @@ CLI::Option* FlagSet::Text(const std::string& names, std::string* out, const std
         if (text.empty()) throw CLI::ValidationError(name, "value is empty; give a value");
         if (check) {
           if (absl::Status s = check(text); !s.ok()) {
-            throw CLI::ValidationError(name, std::string(s.message()));
+            // The project's parsers may start with the field's own name ("inject: ...").
+            std::string message(s.message());
+            const std::string own = name.substr(name.rfind('-') + 1) + ": ";
+            if (message.rfind(own, 0) == 0) message.erase(0, own.size());
+            throw CLI::ValidationError(name, message);
           }
         }
         *out = text;

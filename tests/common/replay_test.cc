@@ -272,5 +272,53 @@ INSTANTIATE_TEST_SUITE_P(
                           std::string(FidelityName(std::get<1>(info.param))));
     });
 
+// Grouping (tests/cli/grouped_findings_tp2.yaml states why): the fresh result inside the repeat
+// aliases the retained one in every iteration (one finding per iteration, naming rank 0) and
+// overwrites it in the first iteration on both ranks; each is one distinct finding whose ranks
+// and iterations are exact. Progress is reported after every executed step.
+TEST(ReplayTest, FindingsGroupByStepAndSignatureWithTheirRanksAndIterations) {
+  absl::StatusOr<Scenario> scenario = LoadScenarioFile("tests/cli/grouped_findings_tp2.yaml");
+  ASSERT_TRUE(scenario.ok()) << scenario.status();
+  SimDevice device(scenario->world, 1);
+  ReplayOptions options;
+  options.faults = *FaultSet::Parse("persistent-output");
+  options.poll_device_findings = NewFindingsPoller(device);
+  std::vector<std::pair<int64_t, int64_t>> progress;
+  options.progress = [&](int64_t done, int64_t total) { progress.emplace_back(done, total); };
+  absl::StatusOr<ReplayReport> r = Replay(*scenario, &device, options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  // 4 steps before the repeat, 3 iterations of 2.
+  ASSERT_EQ(progress.size(), 10u);
+  EXPECT_EQ(progress.front(), (std::pair<int64_t, int64_t>{1, 10}));
+  EXPECT_EQ(progress.back(), (std::pair<int64_t, int64_t>{10, 10}));
+  const FindingGroup* alias = nullptr;
+  const FindingGroup* retained = nullptr;
+  int64_t counted = 0;
+  for (const FindingGroup& g : r->groups) {
+    counted += g.count;
+    if (g.first.checker == "pointer_alias") alias = &g;
+    if (g.first.checker == "retained_mismatch") retained = &g;
+    // Device findings are typed: a checker name, never the catch-all kind's.
+    EXPECT_NE(g.first.checker, "device_checker");
+    if (g.first.kind == ReplayFindingKind::kDeviceChecker) {
+      EXPECT_FALSE(g.first.storage.empty());
+      EXPECT_EQ(g.first.storage[0].mem.rank, g.first.rank);
+    }
+  }
+  EXPECT_EQ(counted, r->findings_total);
+  ASSERT_NE(alias, nullptr);
+  EXPECT_EQ(alias->count, 3);
+  EXPECT_EQ(alias->ranks, (std::vector<int>{0}));
+  EXPECT_EQ(alias->iteration_ranges, (std::vector<std::pair<int64_t, int64_t>>{{1, 3}}));
+  EXPECT_EQ(alias->first.iterations, 3);
+  EXPECT_EQ(alias->first.step_index, 5);
+  EXPECT_EQ(alias->first.step_id, "steps[4].repeat.steps[0]");
+  ASSERT_NE(retained, nullptr);
+  EXPECT_EQ(retained->count, 2);
+  EXPECT_EQ(retained->ranks, (std::vector<int>{0, 1}));
+  EXPECT_EQ(retained->iteration_ranges, (std::vector<std::pair<int64_t, int64_t>>{{1, 1}}));
+  EXPECT_EQ(retained->first.elems, 128);
+}
+
 }  // namespace
 }  // namespace dmalab

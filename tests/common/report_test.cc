@@ -168,3 +168,84 @@ TEST(FillTest, LargeFillsAreFast) {
 
 }  // namespace
 }  // namespace dmalab
+
+namespace dmalab {
+namespace {
+
+// A race seen on ranks 0, 1 and 3 in iterations 1, 2 and 4 of 4: one line, and the summary.
+TEST(ReportTest, AGroupIsOneLineWithItsRanksIterationsAndCount) {
+  FindingGroup g;
+  g.first.checker = "race";
+  g.first.step_index = 5;
+  g.first.step_desc = "all_reduce 'o_proj' at s.yaml:9:7";
+  g.first.iterations = 4;
+  g.first.rank = 1;
+  g.first.detail = "rank 1 bytes [0x100, 0x200): write and read not ordered";
+  g.first.storage = {{"all_reduce slab", MemRef{1, 0x100, 0x100, 2}}};
+  g.count = 7;
+  g.ranks = {0, 1, 3};
+  g.iteration_ranges = {{1, 2}, {4, 4}};
+  EXPECT_EQ(FormatFindingGroup(g),
+            "FINDING race: step 5 all_reduce 'o_proj' at s.yaml:9:7, iterations 1-2,4 of 4, "
+            "ranks 0-1,3 (7 findings, first shown): rank 1 bytes [0x100, 0x200): write and read "
+            "not ordered; storage: 'all_reduce slab' rank 1 [0x100, 0x200) alloc 2");
+}
+
+// One finding outside a repeat keeps the old one-finding shape; no storage, no "storage:".
+TEST(ReportTest, ASingleFindingWithoutStorageHasNoStorageClause) {
+  FindingGroup g;
+  g.first.checker = "deadlock";
+  g.first.step_index = 3;
+  g.first.step_desc = "all_reduce at s.yaml:4:5";
+  g.first.rank = 2;
+  g.first.detail = "work remains but no stream can progress";
+  g.count = 1;
+  g.ranks = {2};
+  EXPECT_EQ(FormatFindingGroup(g),
+            "FINDING deadlock: step 3 all_reduce at s.yaml:4:5, rank 2: work remains but no "
+            "stream can progress");
+}
+
+TEST(ReportTest, ErrorSummaryCountsFindingsAndDistinctOnes) {
+  ReplayReport r;
+  EXPECT_EQ(ErrorSummaryLine(r), "ERROR SUMMARY: 0 findings");
+  r.findings_total = 1;
+  r.groups.resize(1);
+  EXPECT_EQ(ErrorSummaryLine(r), "ERROR SUMMARY: 1 finding (1 distinct)");
+  r.findings_total = 1240;
+  r.groups.resize(3);
+  r.groups_not_kept = 2;
+  r.device_findings_not_kept = 200;
+  EXPECT_EQ(ErrorSummaryLine(r),
+            "ERROR SUMMARY: 1,240 findings (5 distinct); 2 distinct findings not listed (the "
+            "first 256 are); 200 device findings counted but not kept by the device (not "
+            "listed)");
+}
+
+// The text report: groups, then the ERROR SUMMARY, and the summary line last, unchanged.
+TEST(ReportTest, TextReportEndsWithGroupsErrorSummaryAndTheSummaryLine) {
+  ReplayReport r;
+  r.scenario = "s";
+  r.file = "s.yaml";
+  r.world = 2;
+  r.retained_mismatches_by_rank = {0, 0};
+  r.findings_total = 2;
+  FindingGroup g;
+  g.first.checker = "free_failed";
+  g.first.step_desc = "end of scenario";
+  g.first.detail = "freeing 'y' failed";
+  g.count = 2;
+  g.ranks = {0, 1};
+  r.groups = {g};
+  const std::string text = FormatReportText(r);
+  EXPECT_NE(text.find("\nFINDING free_failed: end of scenario, ranks 0-1 (2 findings, first "
+                      "shown): freeing 'y' failed\nERROR SUMMARY: 2 findings (1 distinct)\n"
+                      "retained_mismatches counts rank 0's copy of each retained tensor\n"
+                      "pointer_alias=false  retained_mismatches=0 / 0  rank_consistent=true  "
+                      "status=FAIL\n"),
+            std::string::npos)
+      << text;
+}
+
+}  // namespace
+}  // namespace dmalab
