@@ -81,12 +81,26 @@ CLI::Option* FlagSet::Switch(const std::string& names, bool* out, const std::str
   return app_.add_flag(names, *out, help);
 }
 
+int FlagSet::UsageError(const std::string& message) const {
+  std::fprintf(stderr, "dmalab %s: %s\nrun 'dmalab %s --help' for its flags\n", command_.c_str(),
+               message.c_str(), command_.c_str());
+  return kExitUsage;
+}
+
+int FlagSet::OnlyWith(const std::string& condition, bool holds,
+                      const std::vector<std::string>& names) {
+  if (holds) return -1;
+  for (const std::string& name : names) {
+    if (app_.count(name) > 0) {
+      return UsageError(absl::StrFormat("%s means nothing without %s; drop it or add %s", name,
+                                        condition, condition));
+    }
+  }
+  return -1;
+}
+
 int FlagSet::Parse(int argc, const char* const* argv) {
-  const auto usage_error = [&](const std::string& message) {
-    std::fprintf(stderr, "dmalab %s: %s\nrun 'dmalab %s --help' for its flags\n", command_.c_str(),
-                 message.c_str(), command_.c_str());
-    return kExitUsage;
-  };
+  const auto usage_error = [&](const std::string& message) { return UsageError(message); };
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     if (arg == "--") break;

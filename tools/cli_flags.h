@@ -55,12 +55,17 @@ class FlagSet {
   // the exit status after printing help (0, stdout) or the error (2, stderr).
   int Parse(int argc, const char* const* argv);
 
+  // After Parse: flags among `names` that were given although they mean nothing unless
+  // `condition` (e.g. "--backend=hw") holds are a usage error (2, stderr); else -1.
+  int OnlyWith(const std::string& condition, bool holds, const std::vector<std::string>& names);
+
  private:
   // CLI11 `names` for messages ("-b,--minbytes" -> "-b/--minbytes").
   static std::string DisplayName(const std::string& names);
   std::string command_;
   CLI::App app_;
   std::set<std::string> switches_;
+  int UsageError(const std::string& message) const;
 };
 
 // "value 'x' is not an integer; allowed: 2 to 16" and friends, for an integer flag.

@@ -132,6 +132,12 @@ int Replay(int argc, const char* const* argv) {
            "sim: replay one seed twice and compare the reports byte for byte");
   AddRunFlags(f, c.run);
   if (int rc = f.Parse(argc, argv); rc >= 0) return rc;
+  if (int rc = f.OnlyWith("--backend=hw", c.backend == "hw", {"--gpus"}); rc >= 0) return rc;
+  if (int rc = f.OnlyWith("--backend=sim", c.backend == "sim",
+                          {"--seed", "--seeds", "--check-determinism", "--fidelity"});
+      rc >= 0) {
+    return rc;
+  }
   return RunReplayCommand(c);
 }
 
@@ -180,6 +186,14 @@ int Sweep(int argc, const char* const* argv) {
   f.Text("--csv", &c.csv, "also write the table as CSV to this path");
   AddRunFlags(f, c.run);
   if (int rc = f.Parse(argc, argv); rc >= 0) return rc;
+  if (int rc = f.OnlyWith("--backend=hw", c.backend == "hw", {"--gpus", "-G"}); rc >= 0) {
+    return rc;
+  }
+  if (int rc =
+          f.OnlyWith("--backend=sim", c.backend == "sim", {"--topology", "--seed", "--fidelity"});
+      rc >= 0) {
+    return rc;
+  }
   return RunSweepCommand(c);
 }
 

@@ -155,6 +155,7 @@ absl::StatusOr<ReplayReport> Replayer::Run() {
     }
     ar_ = *std::move(ar);
   }
+  if (o_.progress) o_.progress(0, total_steps_);
   absl::Status s = Steps(s_.steps);
   if (!s.ok() && device_failure_.ok()) return s;  // bad input
   if (!s.ok()) {

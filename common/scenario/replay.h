@@ -38,8 +38,9 @@ struct ReplayOptions {
   // poll (SimDevice: races, use after free or reuse, deadlocks; NewFindingsPoller). Each becomes
   // a kDeviceChecker finding of that step, with the device's checker, rank and storage.
   std::function<DeviceFindings()> poll_device_findings;
-  // Optional: called after every executed step (repeats expanded) with the steps done and the
-  // scenario's total (Scenario::ExpandedStepCount), e.g. to draw progress.
+  // Optional: progress of a run, for a display. Called with (0, total) before the first step,
+  // then after every executed step with (steps done, total); total is the expanded step count
+  // (Scenario::ExpandedStepCount). Called often: keep it cheap and throttle any output.
   std::function<void(int64_t done, int64_t total)> progress;
   // Optional: called after the last step for every tensor still live (name, one view per rank),
   // before the replay frees them; an error ends the replay with that error.

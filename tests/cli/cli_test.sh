@@ -54,6 +54,11 @@ expect_exit 2 "flag '--ranks=2' means nothing to replay" -- replay "$scenario" -
 expect_exit 2 "flag '--no-such-flag' means nothing to demo" -- demo --no-such-flag
 expect_exit 2 "unexpected argument 'extra' means nothing to replay" -- replay "$scenario" extra
 expect_exit 2 "dmalab replay: FILE is required" -- replay
+# Flags that mean something with one backend only.
+expect_exit 2 "--gpus means nothing without --backend=hw; drop it or add --backend=hw" -- replay "$scenario" --gpus=2
+expect_exit 2 "--seed means nothing without --backend=sim" -- replay "$scenario" --backend=hw --seed=3
+expect_exit 2 "--topology means nothing without --backend=sim" -- sweep --backend=hw --topology=x
+expect_exit 2 "-G means nothing without --backend=hw" -- sweep -G 1
 expect_exit 2 "--seed: value 'abc' is not an integer; allowed: 0 to 18446744073709551615" -- replay "$scenario" --seed=abc
 expect_exit 2 "--seed: value '-1' is not an integer; allowed: 0 to 18446744073709551615" -- demo --seed=-1
 expect_exit 2 "--seed: value '18446744073709551616' is out of range; allowed: 0 to 18446744073709551615" -- demo --seed=18446744073709551616

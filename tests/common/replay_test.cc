@@ -287,9 +287,10 @@ TEST(ReplayTest, FindingsGroupByStepAndSignatureWithTheirRanksAndIterations) {
   options.progress = [&](int64_t done, int64_t total) { progress.emplace_back(done, total); };
   absl::StatusOr<ReplayReport> r = Replay(*scenario, &device, options);
   ASSERT_TRUE(r.ok()) << r.status();
-  // 4 steps before the repeat, 3 iterations of 2.
-  ASSERT_EQ(progress.size(), 10u);
-  EXPECT_EQ(progress.front(), (std::pair<int64_t, int64_t>{1, 10}));
+  // (0, total) first, then after each of 4 steps before the repeat and 3 iterations of 2.
+  ASSERT_EQ(progress.size(), 11u);
+  EXPECT_EQ(progress.front(), (std::pair<int64_t, int64_t>{0, 10}));
+  EXPECT_EQ(progress[1], (std::pair<int64_t, int64_t>{1, 10}));
   EXPECT_EQ(progress.back(), (std::pair<int64_t, int64_t>{10, 10}));
   const FindingGroup* alias = nullptr;
   const FindingGroup* retained = nullptr;
