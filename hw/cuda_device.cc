@@ -438,6 +438,60 @@ absl::Status CudaDevice::WaitFlag(StreamId stream, const MemRef& expected, const
   return absl::OkStatus();
 }
 
+absl::Status CudaDevice::WriteValue(StreamId stream, const MemRef& dst, uint64_t value,
+                                    std::string_view label) {
+  absl::StatusOr<const Stream*> s = GetStream(stream, "write value");
+  if (!s.ok()) return s.status();
+  DMALAB_HW_RETURN_IF_ERROR(CheckFlagWord(dst, {"write value", label, "flag"}));
+  DMALAB_HW_RETURN_IF_ERROR(UseGpu((*s)->gpu));
+  DMALAB_CUDA_RETURN_IF_ERROR(
+      kernels::LaunchWriteValue((*s)->stream, static_cast<uint64_t*>(Ptr(dst)), value),
+      "write value '%s' on rank %d stream '%s' to rank %d", label, (*s)->rank, (*s)->name,
+      dst.rank);
+  return absl::OkStatus();
+}
+
+absl::Status CudaDevice::WaitValue(StreamId stream, const MemRef& flag, uint64_t value,
+                                   std::string_view label) {
+  absl::StatusOr<const Stream*> s = GetStream(stream, "wait value");
+  if (!s.ok()) return s.status();
+  if (flag.rank != (*s)->rank) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("wait value '%s': the flag is on rank %d, the stream on rank %d; a wait "
+                        "reads its own rank's memory",
+                        label, flag.rank, (*s)->rank));
+  }
+  DMALAB_HW_RETURN_IF_ERROR(CheckFlagWord(flag, {"wait value", label, "flag"}));
+  kernels::WaitFlagArgs args;
+  args.immediate = value;
+  args.flag = static_cast<const uint64_t*>(Ptr(flag));
+  args.timeout_ns = options_.flag_wait_timeout_ns;
+  args.rank = (*s)->rank;
+  args.stream = stream;
+  args.label = wait_log_->InternLabel(label);
+  wait_log_->FillWaitArgs((*s)->gpu, args);
+  DMALAB_HW_RETURN_IF_ERROR(UseGpu((*s)->gpu));
+  DMALAB_CUDA_RETURN_IF_ERROR(kernels::LaunchWaitFlag((*s)->stream, args),
+                              "wait value '%s' on rank %d stream '%s'", label, (*s)->rank,
+                              (*s)->name);
+  return absl::OkStatus();
+}
+
+void* CudaDevice::NativeStream(StreamId stream) {
+  if (stream < 0 || stream >= static_cast<StreamId>(streams_.size())) return nullptr;
+  return streams_[stream].stream;
+}
+
+void* CudaDevice::NativePointer(const MemRef& mem) {
+  if (mem.rank < 0 || mem.rank >= world_size()) return nullptr;
+  return Ptr(mem);
+}
+
+int CudaDevice::NativeDeviceOrdinal(int rank) {
+  if (rank < 0 || rank >= world_size()) return -1;
+  return gpu_of_rank(rank);
+}
+
 absl::Status CudaDevice::Synchronize() {
   DMALAB_HW_RETURN_IF_ERROR(RefuseDuringCapture("synchronize"));
   for (const Stream& s : streams_) {

@@ -80,6 +80,13 @@ class CudaDevice : public Device {
   absl::Status WaitFlag(StreamId stream, const MemRef& expected, const MemRef& flag,
                         std::string_view label) override;
 
+  absl::Status WriteValue(StreamId stream, const MemRef& dst, uint64_t value,
+                          std::string_view label) override;
+  absl::Status WaitValue(StreamId stream, const MemRef& flag, uint64_t value,
+                         std::string_view label) override;
+  void* NativeStream(StreamId stream) override;
+  void* NativePointer(const MemRef& mem) override;
+  int NativeDeviceOrdinal(int rank) override;
   absl::Status Synchronize() override;
   absl::Status Write(const MemRef& dst, absl::Span<const uint8_t> bytes) override;
   absl::Status Read(const MemRef& src, absl::Span<uint8_t> bytes) override;

@@ -168,9 +168,11 @@ __global__ void SignalFlagKernel(uint64_t* counter, uint64_t* peer_flag) {
   StoreReleaseSys(peer_flag, c);
 }
 
+__global__ void WriteValueKernel(uint64_t* flag, uint64_t value) { StoreReleaseSys(flag, value); }
+
 __global__ void WaitFlagKernel(WaitFlagArgs a) {
-  const uint64_t expected = *a.expected + 1;
-  *a.expected = expected;
+  const uint64_t expected = a.expected != nullptr ? *a.expected + 1 : a.immediate;
+  if (a.expected != nullptr) *a.expected = expected;
   uint64_t seen = LoadAcquireSys(a.flag);
   if (seen >= expected) return;
   const uint64_t start = GlobalTimerNs();
@@ -232,6 +234,11 @@ cudaError_t LaunchSignalFlag(cudaStream_t stream, uint64_t* counter, uint64_t* p
   return cudaGetLastError();
 }
 
+cudaError_t LaunchWriteValue(cudaStream_t stream, uint64_t* flag, uint64_t value) {
+  WriteValueKernel<<<1, 1, 0, stream>>>(flag, value);
+  return cudaGetLastError();
+}
+
 cudaError_t LaunchWaitFlag(cudaStream_t stream, const WaitFlagArgs& args) {
   WaitFlagKernel<<<1, 1, 0, stream>>>(args);
   return cudaGetLastError();
@@ -248,6 +255,7 @@ cudaError_t PreloadKernels() {
       reinterpret_cast<const void*>(&ReduceKernel<FP32Elements>),
       reinterpret_cast<const void*>(&SignalFlagKernel),
       reinterpret_cast<const void*>(&WaitFlagKernel),
+      reinterpret_cast<const void*>(&WriteValueKernel),
   };
   for (const void* k : kernels) {
     if (cudaError_t e = cudaFuncGetAttributes(&attr, k); e != cudaSuccess) return e;

@@ -79,7 +79,9 @@ struct WaitFailureRecord {
 };
 
 struct WaitFlagArgs {
-  uint64_t* expected = nullptr;    // local, bumped by the kernel
+  // Local, bumped by the kernel; null for an immediate-value wait, which waits for `immediate`.
+  uint64_t* expected = nullptr;
+  uint64_t immediate = 0;
   const uint64_t* flag = nullptr;  // local, stored by peers
   uint64_t timeout_ns = 0;
   // Host-mapped: set to 1 by a wait that times out, so that the others give up quickly.
@@ -93,7 +95,11 @@ struct WaitFlagArgs {
   int32_t label = 0;
 };
 
-// e = ++*expected; spins with system-scope acquire loads until *flag >= e. Gives up after
+// A system-scope release store of `value` to *flag (any GPU's memory).
+cudaError_t LaunchWriteValue(cudaStream_t stream, uint64_t* flag, uint64_t value);
+
+// e = ++*expected (or e = immediate when expected is null); spins with system-scope acquire
+// loads until *flag >= e. Gives up after
 // timeout_ns (measured with %globaltimer), or soon after another wait timed out, and then
 // writes a WaitFailureRecord and returns.
 cudaError_t LaunchWaitFlag(cudaStream_t stream, const WaitFlagArgs& args);

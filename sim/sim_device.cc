@@ -4,6 +4,7 @@
 #include <memory>
 #include <set>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/core/hash.h"
@@ -42,8 +43,10 @@ TimedOp::Kind SimDevice::TimedKind(OpKind kind) {
     case OpKind::kReduce:
       return TimedOp::Kind::kReduce;
     case OpKind::kSignal:
+    case OpKind::kWriteValue:
       return TimedOp::Kind::kSignal;
     case OpKind::kWaitFlag:
+    case OpKind::kWaitValue:
       return TimedOp::Kind::kWaitFlag;
     case OpKind::kRecord:
       return TimedOp::Kind::kRecord;
@@ -90,7 +93,20 @@ absl::Status SimDevice::CheckMem(const MemRef& m, std::string_view what) const {
   return absl::OkStatus();
 }
 
+absl::Status SimDevice::RefuseDuringCapture(std::string_view what) const {
+  if (capture_ == nullptr) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "%s during graph capture; graphs replay captured work on caller-owned memory: allocate, "
+      "free, read, write and synchronize before or after the capture",
+      what));
+}
+
 absl::StatusOr<MemRef> SimDevice::Allocate(int rank, uint64_t bytes, std::string_view tag) {
+  if (absl::Status s = RefuseDuringCapture(
+          absl::StrFormat("allocate: %d bytes '%s' on rank %d", bytes, tag, rank));
+      !s.ok()) {
+    return s;
+  }
   if (rank < 0 || rank >= world_) {
     return absl::InvalidArgumentError(
         absl::StrFormat("allocate: rank is %d; ranks are 0..%d", rank, world_ - 1));
@@ -99,6 +115,11 @@ absl::StatusOr<MemRef> SimDevice::Allocate(int rank, uint64_t bytes, std::string
 }
 
 absl::Status SimDevice::Free(const MemRef& allocation) {
+  if (absl::Status s = RefuseDuringCapture(
+          absl::StrFormat("free: rank %d address 0x%x", allocation.rank, allocation.addr));
+      !s.ok()) {
+    return s;
+  }
   if (allocation.rank < 0 || allocation.rank >= world_) {
     return absl::InvalidArgumentError(
         absl::StrFormat("free: rank is %d; ranks are 0..%d", allocation.rank, world_ - 1));
@@ -131,12 +152,17 @@ absl::StatusOr<EventId> SimDevice::CreateEvent(int rank) {
 }
 
 absl::Status SimDevice::Enqueue(StreamId s, Op op, std::string_view label) {
+  if (capture_ != nullptr) {
+    if (op.kind == OpKind::kRecord) capture_->recorded.insert(op.event);
+    capture_->ops.push_back(CapturedOp{s, std::move(op), std::string(label)});
+    return absl::OkStatus();
+  }
   op.id = static_cast<int64_t>(op_labels_.size());
   op_labels_.push_back(
       OpLabel{streams_[s].rank, s,
               context_.empty() ? std::string(label) : absl::StrFormat("%s %s", context_, label)});
   op.host_clock = host_clock_;
-  if (timing_) op.host_us = timing_->Enqueue(TimedKind(op.kind));
+  if (timing_) op.host_us = launching_ ? timing_->now_us() : timing_->Enqueue(TimedKind(op.kind));
   streams_[s].queue.push_back(std::move(op));
   ++pending_;
   return absl::OkStatus();
@@ -150,7 +176,7 @@ absl::Status SimDevice::RecordEvent(EventId event, StreamId stream) {
   Op op;
   op.kind = OpKind::kRecord;
   op.event = event;
-  op.event_seq = ++events_[event].records;
+  if (capture_ == nullptr) op.event_seq = ++events_[event].records;  // at launch when captured
   return Enqueue(stream, std::move(op), absl::StrCat("record ev", event));
 }
 
@@ -158,6 +184,12 @@ absl::Status SimDevice::WaitEvent(StreamId stream, EventId event) {
   if (absl::Status s = CheckStream(stream); !s.ok()) return s;
   if (event < 0 || event >= static_cast<EventId>(events_.size())) {
     return absl::InvalidArgumentError(absl::StrFormat("wait: event %d does not exist", event));
+  }
+  if (capture_ != nullptr && !capture_->recorded.contains(event)) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "wait on event %d during graph capture: the event was not recorded in this capture "
+        "(a graph can only depend on work it contains)",
+        event));
   }
   Op op;
   op.kind = OpKind::kWaitEvent;
@@ -246,6 +278,43 @@ absl::Status SimDevice::WaitFlag(StreamId stream, const MemRef& expected, const 
   return Enqueue(stream, std::move(op), label);
 }
 
+absl::Status SimDevice::WriteValue(StreamId stream, const MemRef& dst, uint64_t value,
+                                   std::string_view label) {
+  if (absl::Status s = CheckStream(stream); !s.ok()) return s;
+  if (dst.bytes != 8) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("write value '%s': the flag must be 8 bytes, is %d", label, dst.bytes));
+  }
+  if (absl::Status s = CheckMem(dst, "write value flag"); !s.ok()) return s;
+  Op op;
+  op.kind = OpKind::kWriteValue;
+  op.src = dst;
+  op.wait_target = value;
+  return Enqueue(stream, std::move(op), label);
+}
+
+absl::Status SimDevice::WaitValue(StreamId stream, const MemRef& flag, uint64_t value,
+                                  std::string_view label) {
+  if (absl::Status s = CheckStream(stream); !s.ok()) return s;
+  if (flag.bytes != 8) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("wait value '%s': the flag must be 8 bytes, is %d", label, flag.bytes));
+  }
+  if (flag.rank != streams_[stream].rank) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("wait value '%s': the flag is on rank %d, the stream on rank %d; a wait "
+                        "reads its own rank's memory",
+                        label, flag.rank, streams_[stream].rank));
+  }
+  if (absl::Status s = CheckMem(flag, "wait value flag"); !s.ok()) return s;
+  Op op;
+  op.kind = OpKind::kWaitValue;
+  op.src = flag;
+  op.wait_target = value;
+  op.wait_armed = true;
+  return Enqueue(stream, std::move(op), label);
+}
+
 uint64_t SimDevice::LoadU64(const MemRef& m) {
   if (fidelity_ == Fidelity::kShadow) {
     if (std::optional<uint64_t> v = shadow_[m.rank].LoadWord(m.addr)) return *v;
@@ -307,6 +376,8 @@ bool SimDevice::Ready(Stream& /*s*/, Op& op) {
         StoreU64(op.dst, op.wait_target);
         op.wait_armed = true;
       }
+      return LoadU64(op.src) >= op.wait_target;
+    case OpKind::kWaitValue:
       return LoadU64(op.src) >= op.wait_target;
     default:
       return true;
@@ -436,7 +507,12 @@ void SimDevice::Execute(StreamId sid, Op& op) {
       flag_clocks_[{op.src.rank, op.src.addr}].Join(s.clock);  // release
       break;
     }
+    case OpKind::kWriteValue:
+      StoreU64(op.src, op.wait_target);
+      flag_clocks_[{op.src.rank, op.src.addr}].Join(s.clock);  // release
+      break;
     case OpKind::kWaitFlag:
+    case OpKind::kWaitValue:
       s.clock.Join(flag_clocks_[{op.src.rank, op.src.addr}]);  // acquire
       break;
     case OpKind::kRecord: {
@@ -465,7 +541,7 @@ std::string SimDevice::DeadlockReport() {
     if (s.queue.empty()) continue;
     const Op& op = s.queue.front();
     absl::StrAppendFormat(&text, " [%s waits", DescribeOp(op.id));
-    if (op.kind == OpKind::kWaitFlag) {
+    if (op.kind == OpKind::kWaitFlag || op.kind == OpKind::kWaitValue) {
       absl::StrAppendFormat(&text, " for flag at rank %d 0x%x = %d to reach %d", op.src.rank,
                             op.src.addr, LoadU64(op.src), op.wait_target);
     } else if (op.kind == OpKind::kWaitEvent) {
@@ -478,6 +554,7 @@ std::string SimDevice::DeadlockReport() {
 }
 
 absl::Status SimDevice::Synchronize() {
+  if (absl::Status s = RefuseDuringCapture("synchronize"); !s.ok()) return s;
   std::vector<StreamId> ready;
   while (pending_ > 0) {
     ready.clear();
@@ -555,7 +632,9 @@ void SimDevice::Time(StreamId sid, const Op& op) {
       t.flag = {op.src.rank, op.src.addr};
       t.value = LoadU64(op.src);  // just stored by Execute
       break;
+    case OpKind::kWriteValue:
     case OpKind::kWaitFlag:
+    case OpKind::kWaitValue:
       t.flag = {op.src.rank, op.src.addr};
       t.value = op.wait_target;
       break;
@@ -571,6 +650,7 @@ void SimDevice::Time(StreamId sid, const Op& op) {
 }
 
 absl::Status SimDevice::Write(const MemRef& dst, absl::Span<const uint8_t> bytes) {
+  if (absl::Status s = RefuseDuringCapture("write"); !s.ok()) return s;
   if (absl::Status s = Synchronize(); !s.ok()) return s;
   if (absl::Status s = CheckMem(dst, "write dst"); !s.ok()) return s;
   if (bytes.size() != dst.bytes) {
@@ -607,6 +687,7 @@ absl::Status SimDevice::CheckShadowCall(std::string_view what, const MemRef& m) 
 }
 
 absl::Status SimDevice::WriteShadow(const MemRef& dst, uint64_t content) {
+  if (absl::Status s = RefuseDuringCapture("shadow write"); !s.ok()) return s;
   if (absl::Status s = Synchronize(); !s.ok()) return s;
   if (absl::Status s = CheckShadowCall("shadow write dst", dst); !s.ok()) return s;
   CheckLifetime(-1, dst);
@@ -617,6 +698,7 @@ absl::Status SimDevice::WriteShadow(const MemRef& dst, uint64_t content) {
 }
 
 absl::StatusOr<Provenance> SimDevice::ReadProvenance(const MemRef& src) {
+  if (absl::Status s = RefuseDuringCapture("provenance read"); !s.ok()) return s;
   if (absl::Status s = Synchronize(); !s.ok()) return s;
   if (absl::Status s = CheckShadowCall("provenance read src", src); !s.ok()) return s;
   CheckLifetime(-1, src);
@@ -626,6 +708,7 @@ absl::StatusOr<Provenance> SimDevice::ReadProvenance(const MemRef& src) {
 }
 
 absl::Status SimDevice::Read(const MemRef& src, absl::Span<uint8_t> bytes) {
+  if (absl::Status s = RefuseDuringCapture("read"); !s.ok()) return s;
   if (absl::Status s = Synchronize(); !s.ok()) return s;
   if (absl::Status s = CheckMem(src, "read src"); !s.ok()) return s;
   if (bytes.size() != src.bytes) {
@@ -642,6 +725,72 @@ absl::Status SimDevice::Read(const MemRef& src, absl::Span<uint8_t> bytes) {
   races_.Read(src.rank, src.addr, src.end(),
               dmalab::Access{kHostTimeline, host_clock_.Get(kHostTimeline), -1}, host_clock_);
   std::memcpy(bytes.data(), HostPtr(src), bytes.size());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<GraphId> SimDevice::CaptureGraph(const std::function<absl::Status()>& body) {
+  if (capture_ != nullptr) {
+    return absl::FailedPreconditionError("capture graph: a graph is already being captured");
+  }
+  Graph graph;
+  capture_ = &graph;
+  absl::Status s = body();
+  capture_ = nullptr;
+  if (!s.ok()) return s;
+  graphs_.push_back(std::move(graph));
+  return static_cast<GraphId>(graphs_.size() - 1);
+}
+
+absl::StatusOr<EventId> SimDevice::LaunchEvent(std::map<int, EventId>& pool, int key, int rank) {
+  if (auto it = pool.find(key); it != pool.end()) return it->second;
+  absl::StatusOr<EventId> e = CreateEvent(rank);
+  if (e.ok()) pool[key] = *e;
+  return e;
+}
+
+absl::Status SimDevice::LaunchGraph(GraphId graph) {
+  if (absl::Status s = RefuseDuringCapture("launch graph"); !s.ok()) return s;
+  if (graph < 0 || graph >= static_cast<GraphId>(graphs_.size())) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "launch graph: graph %d does not exist (%d captured)", graph, graphs_.size()));
+  }
+  const Graph& g = graphs_[graph];
+  if (timing_) timing_->LaunchGraph();
+  launching_ = true;
+  absl::Cleanup done = [this] { launching_ = false; };
+  // Fork: every stream the graph uses starts after the work already on its rank's compute
+  // stream; join: later work on the compute stream starts after all of the graph's.
+  std::set<StreamId> side;
+  for (const CapturedOp& c : g.ops) {
+    if (c.stream != compute_streams_[streams_[c.stream].rank]) side.insert(c.stream);
+  }
+  std::set<int> forked;
+  for (StreamId sid : side) {
+    const int rank = streams_[sid].rank;
+    absl::StatusOr<EventId> fork = LaunchEvent(fork_events_, rank, rank);
+    if (!fork.ok()) return fork.status();
+    if (forked.insert(rank).second) {
+      if (absl::Status s = RecordEvent(*fork, compute_streams_[rank]); !s.ok()) return s;
+    }
+    if (absl::Status s = WaitEvent(sid, *fork); !s.ok()) return s;
+  }
+  const std::string prefix = absl::StrFormat("graph %d:", graph);
+  for (const CapturedOp& c : g.ops) {
+    Op op = c.op;
+    if (op.kind == OpKind::kRecord) op.event_seq = ++events_[op.event].records;
+    if (op.kind == OpKind::kWaitEvent) op.event_seq = events_[op.event].records;
+    if (absl::Status s = Enqueue(c.stream, std::move(op), absl::StrCat(prefix, " ", c.label));
+        !s.ok()) {
+      return s;
+    }
+  }
+  for (StreamId sid : side) {
+    const int rank = streams_[sid].rank;
+    absl::StatusOr<EventId> join = LaunchEvent(join_events_, sid, rank);
+    if (!join.ok()) return join.status();
+    if (absl::Status s = RecordEvent(*join, sid); !s.ok()) return s;
+    if (absl::Status s = WaitEvent(compute_streams_[rank], *join); !s.ok()) return s;
+  }
   return absl::OkStatus();
 }
 

@@ -73,6 +73,10 @@ class SimDevice : public Device {
                           std::string_view label) override;
   absl::Status WaitFlag(StreamId stream, const MemRef& expected, const MemRef& flag,
                         std::string_view label) override;
+  absl::Status WriteValue(StreamId stream, const MemRef& dst, uint64_t value,
+                          std::string_view label) override;
+  absl::Status WaitValue(StreamId stream, const MemRef& flag, uint64_t value,
+                         std::string_view label) override;
   absl::Status Synchronize() override;
   absl::Status Write(const MemRef& dst, absl::Span<const uint8_t> bytes) override;
   absl::Status Read(const MemRef& src, absl::Span<uint8_t> bytes) override;
@@ -81,6 +85,17 @@ class SimDevice : public Device {
   // Shadow fidelity only.
   absl::Status WriteShadow(const MemRef& dst, uint64_t content) override;
   absl::StatusOr<Provenance> ReadProvenance(const MemRef& src) override;
+
+  // Graphs, as CUDA's: CaptureGraph records, with their arguments and addresses, the operations
+  // `body` enqueues on any stream (nothing runs); every LaunchGraph re-enqueues exactly those
+  // operations, so a value baked in at capture (a flag target, a buffer address) is replayed
+  // as captured, and every checker watches the replays. While capturing, allocation, free,
+  // host reads and writes and synchronization are refused (as CUDA refuses them), and a wait
+  // may only name an event recorded in the same capture.
+  bool SupportsGraphs() const override { return true; }
+  bool IsCapturing(StreamId /*stream*/) const override { return capture_ != nullptr; }
+  absl::StatusOr<GraphId> CaptureGraph(const std::function<absl::Status()>& body) override;
+  absl::Status LaunchGraph(GraphId graph) override;
 
   Fidelity fidelity() const { return fidelity_; }
 
@@ -98,7 +113,17 @@ class SimDevice : public Device {
   double now_us() const { return timing_ ? timing_->now_us() : 0.0; }
 
  private:
-  enum class OpKind { kCopy, kReduce, kSignal, kWaitFlag, kRecord, kWaitEvent, kFree };
+  enum class OpKind {
+    kCopy,
+    kReduce,
+    kSignal,
+    kWaitFlag,
+    kWriteValue,
+    kWaitValue,
+    kRecord,
+    kWaitEvent,
+    kFree
+  };
   struct Op {
     OpKind kind = OpKind::kCopy;
     int64_t id = 0;          // index into op_labels_
@@ -110,7 +135,8 @@ class SimDevice : public Device {
     int64_t elems = 0;
     EventId event = -1;
     uint64_t event_seq = 0;    // kRecord: this record's number; kWaitEvent: the one waited for
-    uint64_t wait_target = 0;  // kWaitFlag: set on the first attempt
+    uint64_t wait_target = 0;  // kWaitFlag: set on the first attempt; kWaitValue, kWriteValue: the
+                               // immediate value
     bool wait_armed = false;
     double host_us = 0;  // timing: host clock at enqueue
   };
@@ -128,7 +154,22 @@ class SimDevice : public Device {
     std::map<uint64_t, VectorClock> clocks;  // per executed record
   };
 
+  // A captured graph: each operation with its stream and label, in enqueue order.
+  struct CapturedOp {
+    StreamId stream;
+    Op op;
+    std::string label;
+  };
+  struct Graph {
+    std::vector<CapturedOp> ops;
+    std::set<EventId> recorded;  // events recorded inside the capture
+  };
+
   absl::Status CheckStream(StreamId s) const;
+  // An error when a graph is being captured: `what` is not allowed then.
+  absl::Status RefuseDuringCapture(std::string_view what) const;
+  // The fork and join events LaunchGraph uses on `rank` / after `stream`.
+  absl::StatusOr<EventId> LaunchEvent(std::map<int, EventId>& pool, int key, int rank);
   absl::Status CheckMem(const MemRef& m, std::string_view what) const;
   absl::Status Enqueue(StreamId s, Op op, std::string_view label);
   int Timeline(StreamId s) const { return s + 1; }
@@ -177,6 +218,11 @@ class SimDevice : public Device {
   int64_t ops_executed_ = 0;
   int64_t pending_ = 0;
   std::unique_ptr<TimingModel> timing_;  // null: no topology, nothing timed
+  std::vector<Graph> graphs_;
+  Graph* capture_ = nullptr;  // the graph being captured
+  bool launching_ = false;    // LaunchGraph is enqueueing: the host pays one launch, not per op
+  std::map<int, EventId> fork_events_;  // by rank
+  std::map<int, EventId> join_events_;  // by stream
 };
 
 // A ReplayOptions::poll_device_findings for `device`: each call returns the findings the

@@ -41,6 +41,11 @@ int TimingModel::ResourceOfUplink(int uplink, int kind) const {
   return 3 * topo_.gpus + 3 * uplink + kind;
 }
 
+double TimingModel::LaunchGraph() {
+  host_us_ += topo_.kernel_launch_us;
+  return host_us_;
+}
+
 double TimingModel::Enqueue(TimedOp::Kind kind) {
   switch (kind) {
     case TimedOp::Kind::kCopy:

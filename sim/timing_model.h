@@ -71,6 +71,9 @@ class TimingModel {
   // The host enqueues an op of `kind`: the host clock advances by the call's cost. Returns the
   // time from which the op may run.
   double Enqueue(TimedOp::Kind kind);
+  // The host launches a captured graph: one kernel launch's cost, however many ops it holds;
+  // its ops may run from the returned time (SimDevice enqueues them without further cost).
+  double LaunchGraph();
   // The scheduler executed `op`. Ops must arrive in an order their dependencies allow (each
   // stream in order, a record before its waits, a store before the wait it satisfies).
   void Executed(const TimedOp& op);

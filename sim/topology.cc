@@ -1,13 +1,18 @@
 #include "sim/topology.h"
 
 #include <algorithm>
+#include <cctype>
+#include <charconv>
 #include <cmath>
 #include <fstream>
 #include <optional>
 #include <sstream>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/core/status_macros.h"
 #include "common/scenario/yaml_fields.h"
 
@@ -298,6 +303,143 @@ absl::StatusOr<Topology> LoadTopologyFile(const std::string& path) {
   std::stringstream text;
   text << in.rdbuf();
   return ParseTopology(text.str(), path);
+}
+
+namespace {
+
+// The shortest text that reads back as exactly `v`.
+std::string Exact(double v) {
+  char text[32];
+  const std::to_chars_result r = std::to_chars(text, text + sizeof(text), v);
+  return std::string(text, r.ptr);
+}
+
+// A name as a YAML scalar: plain when it is a simple word, else double-quoted.
+std::string Scalar(std::string_view name) {
+  const bool plain = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+  });
+  if (plain) return std::string(name);
+  std::string quoted = "\"";
+  for (char c : name) {
+    if (c == '"' || c == '\\') quoted += '\\';
+    quoted += c;
+  }
+  return quoted + "\"";
+}
+
+// Writes the document line by line, each note's lines aligned in one comment column.
+class YamlOut {
+ public:
+  explicit YamlOut(const TopologyNotes& notes) : notes_(notes) {}
+
+  // `indent` spaces, then `text`; the note of `path` beside it.
+  void Line(int indent, std::string_view text, std::string_view path = "") {
+    std::string line = std::string(indent, ' ') + std::string(text);
+    auto note = path.empty() ? notes_.end() : notes_.find(path);
+    if (note == notes_.end()) {
+      out_ += line + "\n";
+      return;
+    }
+    constexpr size_t kColumn = 25;
+    bool first = true;
+    for (absl::string_view part : absl::StrSplit(note->second, '\n')) {
+      if (!first) line.clear();
+      line.resize(std::max(kColumn, line.size() + 1), ' ');
+      out_ += line + "# " + std::string(part) + "\n";
+      first = false;
+    }
+  }
+  void Field(int indent, std::string_view path, std::string_view name, std::string_view value) {
+    Line(indent, absl::StrFormat("%s: %s", name, value), path);
+  }
+  void Link(int indent, std::string_view path, const LinkClass& l) {
+    Field(indent, absl::StrFormat("%s.gbps", path), "gbps", Exact(l.gbps));
+    Field(indent, absl::StrFormat("%s.latency_us", path), "latency_us", Exact(l.latency_us));
+    if (l.efficiency.empty()) return;
+    std::string points;
+    for (const auto& [bytes, fraction] : l.efficiency) {
+      points +=
+          absl::StrFormat("%s[%s, %s]", points.empty() ? "" : ", ", Exact(bytes), Exact(fraction));
+    }
+    Field(indent, absl::StrFormat("%s.efficiency", path), "efficiency", "[" + points + "]");
+  }
+  std::string Take() { return std::move(out_); }
+
+ private:
+  const TopologyNotes& notes_;
+  std::string out_;
+};
+
+// The ranks per GPU when rank_gpus is 0..0, 1..1, ... with every GPU holding as many; else 0.
+int UniformRanksPerGpu(const Topology& t) {
+  if (t.gpus < 1 || t.rank_gpus.empty() || t.rank_gpus.size() % t.gpus != 0) return 0;
+  const size_t per = t.rank_gpus.size() / t.gpus;
+  for (size_t r = 0; r < t.rank_gpus.size(); ++r) {
+    if (t.rank_gpus[r] != static_cast<int>(r / per)) return 0;
+  }
+  return static_cast<int>(per);
+}
+
+}  // namespace
+
+std::string TopologyYaml(const Topology& t, std::string_view header, const TopologyNotes& notes) {
+  YamlOut y(notes);
+  std::string text(header);
+  y.Field(0, "name", "name", Scalar(t.name));
+  y.Field(0, "gpus", "gpus", absl::StrCat(t.gpus));
+  if (const int per = UniformRanksPerGpu(t); per > 0) {
+    y.Field(0, "ranks_per_gpu", "ranks_per_gpu", absl::StrCat(per));
+  } else {
+    y.Field(0, "rank_gpus", "rank_gpus", "[" + absl::StrJoin(t.rank_gpus, ", ") + "]");
+  }
+  y.Field(0, "copy_engines", "copy_engines", absl::StrCat(t.copy_engines));
+  y.Field(0, "memory_gbps", "memory_gbps", Exact(t.memory_gbps));
+  if (t.port_gbps != 0) y.Field(0, "port_gbps", "port_gbps", Exact(t.port_gbps));
+  y.Line(0, "links:", "links");
+  y.Line(2, "local:", "links.local");
+  y.Link(4, "links.local", t.local);
+  if (t.gpus > 1 || t.peer != LinkClass{}) {
+    y.Line(2, "peer:", "links.peer");
+    y.Link(4, "links.peer", t.peer);
+  }
+  if (!t.pairs.empty()) {
+    y.Line(2, "pairs:", "links.pairs");
+    for (size_t i = 0; i < t.pairs.size(); ++i) {
+      const PairLink& p = t.pairs[i];
+      const std::string path = absl::StrFormat("links.pairs[%d]", i);
+      y.Field(4, path + ".gpus", "- gpus", absl::StrFormat("[%d, %d]", p.gpu_a, p.gpu_b));
+      y.Link(6, path, p.link);
+    }
+  }
+  if (!t.uplinks.empty()) {
+    y.Line(0, "uplinks:", "uplinks");
+    for (size_t i = 0; i < t.uplinks.size(); ++i) {
+      const Uplink& u = t.uplinks[i];
+      const std::string path = absl::StrFormat("uplinks[%d]", i);
+      y.Field(2, path + ".name", "- name", Scalar(u.name));
+      if (u.parent >= 0) {
+        y.Field(4, path + ".parent", "parent", Scalar(t.uplinks[u.parent].name));
+        y.Field(4, path + ".gbps", "gbps", Exact(u.gbps));
+      }
+      if (u.fabric_gbps != 0)
+        y.Field(4, path + ".fabric_gbps", "fabric_gbps", Exact(u.fabric_gbps));
+    }
+    std::vector<std::string> names;
+    for (int u : t.gpu_uplinks) names.push_back(Scalar(t.uplinks[u].name));
+    y.Field(0, "gpu_uplinks", "gpu_uplinks", "[" + absl::StrJoin(names, ", ") + "]");
+  }
+  y.Line(0, "kernel:", "kernel");
+  y.Field(2, "kernel.launch_us", "launch_us", Exact(t.kernel_launch_us));
+  y.Field(2, "kernel.overhead_us", "overhead_us", Exact(t.kernel_overhead_us));
+  y.Field(2, "kernel.reduce_gbps", "reduce_gbps", Exact(t.reduce_gbps));
+  if (t.codec_gbps != 0) y.Field(2, "kernel.codec_gbps", "codec_gbps", Exact(t.codec_gbps));
+  y.Line(0, "flag:", "flag");
+  y.Field(2, "flag.latency_us", "latency_us", Exact(t.flag_latency_us));
+  y.Line(0, "host:", "host");
+  y.Field(2, "host.copy_us", "copy_us", Exact(t.copy_launch_us));
+  y.Field(2, "host.event_us", "event_us", Exact(t.event_us));
+  return text + y.Take();
 }
 
 }  // namespace dmalab

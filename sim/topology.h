@@ -8,6 +8,8 @@
 #define DMALAB_SIM_TOPOLOGY_H_
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,6 +30,8 @@ struct LinkClass {
   double Efficiency(double bytes) const;
   // Rate cap of a copy of `bytes`, in GB/s.
   double RateGbps(double bytes) const { return gbps * Efficiency(bytes); }
+
+  bool operator==(const LinkClass&) const = default;
 };
 
 // A PCIe switch or a root complex. GPUs hang off one (Topology::gpu_uplinks) and switches hang
@@ -38,12 +42,16 @@ struct Uplink {
   int parent = -1;         // index into Topology::uplinks; -1 for a root
   double gbps = 0;         // the link to the parent, per direction (full duplex); 0 when a root
   double fabric_gbps = 0;  // all copies turning around inside this node share it; 0: unlimited
+
+  bool operator==(const Uplink&) const = default;
 };
 
 // A link class for one unordered pair of GPUs, replacing `peer` for that pair.
 struct PairLink {
   int gpu_a = 0, gpu_b = 0;
   LinkClass link;
+
+  bool operator==(const PairLink&) const = default;
 };
 
 struct Topology {
@@ -74,6 +82,8 @@ struct Topology {
   int max_ranks() const { return static_cast<int>(rank_gpus.size()); }
   // The link class a copy from GPU `src` to GPU `dst` uses.
   const LinkClass& LinkBetween(int src, int dst) const;
+
+  bool operator==(const Topology&) const = default;
 };
 
 // A route's use of one uplink resource: the link up, the link down, or the fabric.
@@ -91,6 +101,17 @@ std::vector<UplinkUse> RouteBetween(const Topology& topology, int src, int dst);
 absl::StatusOr<Topology> ParseTopology(std::string_view text, std::string_view file);
 // Reads and parses a topology file.
 absl::StatusOr<Topology> LoadTopologyFile(const std::string& path);
+
+// Comments to write beside fields, keyed by the field's path as errors name it ("memory_gbps",
+// "links.local.gbps", "kernel.codec_gbps"); a note may hold several lines.
+using TopologyNotes = std::map<std::string, std::string, std::less<>>;
+
+// Writes `topology` as a topology document that ParseTopology reads back equal (numbers in their
+// shortest exact form): `ranks_per_gpu` when every GPU holds the same consecutive ranks, else
+// `rank_gpus`; optional fields only when set. `header` (comment lines, each "# ..." with its
+// newline) goes first; `notes` go beside their fields.
+std::string TopologyYaml(const Topology& topology, std::string_view header = "",
+                         const TopologyNotes& notes = {});
 
 }  // namespace dmalab
 

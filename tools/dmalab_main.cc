@@ -14,12 +14,12 @@
 #include "common/ring/faults.h"
 #include "common/ring/ring_planner.h"
 #include "common/ring/wire.h"
-#include "tools/calibrate.h"
+#include "tools/calibrate_command.h"
 #include "tools/cli_flags.h"
 #include "tools/command.h"
 #include "tools/demo_command.h"
 #include "tools/replay_command.h"
-#include "tools/sweep.h"
+#include "tools/sweep_command.h"
 #include "tools/zoo.h"
 
 namespace dmalab {

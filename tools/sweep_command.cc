@@ -1,4 +1,6 @@
-// RunSweepCommand (tools/sweep.h): argument parsing, the backend, the table, the files.
+// RunSweepCommand (tools/sweep_command.h): argument parsing, the backend, the table, the files.
+#include "tools/sweep_command.h"
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -9,12 +11,12 @@
 #include "absl/strings/str_format.h"
 #include "common/core/byte_size.h"
 #include "common/ring/ring_planner.h"
+#include "measure/hw_backend.h"
+#include "measure/sweep.h"
+#include "measure/sweep_report.h"
 #include "sim/sim_device.h"
 #include "sim/topology.h"
-#include "tools/hw_backend.h"
 #include "tools/progress.h"
-#include "tools/sweep.h"
-#include "tools/sweep_report.h"
 
 namespace dmalab {
 namespace {

@@ -93,6 +93,21 @@ class Device {
   // loads until the uint64 `flag` (on the stream's rank) is at least the new value.
   virtual absl::Status WaitFlag(StreamId stream, const MemRef& expected, const MemRef& flag,
                                 std::string_view label) = 0;
+  // Immediate-value flags (cuStreamWriteValue64 / cuStreamWaitValue64): WriteValue stores
+  // `value` to the uint64 `dst` (any rank) with release semantics; WaitValue spins with acquire
+  // loads until the uint64 `flag` (on the stream's rank) is at least `value`. The value is fixed
+  // at the call: a graph that captured it replays it unchanged. The ring uses the counter forms
+  // above; plugins (include/dmalab/plugin.h) may use either.
+  virtual absl::Status WriteValue(StreamId /*stream*/, const MemRef& /*dst*/, uint64_t /*value*/,
+                                  std::string_view /*label*/) {
+    return absl::UnimplementedError(
+        absl::StrFormat("device '%s' has no immediate-value flag writes", name()));
+  }
+  virtual absl::Status WaitValue(StreamId /*stream*/, const MemRef& /*flag*/, uint64_t /*value*/,
+                                 std::string_view /*label*/) {
+    return absl::UnimplementedError(
+        absl::StrFormat("device '%s' has no immediate-value flag waits", name()));
+  }
 
   // Completes all enqueued work. Fails (naming ranks, streams, flag values) when work can
   // never complete, instead of hanging.
@@ -136,6 +151,13 @@ class Device {
   virtual absl::Status LaunchGraph(GraphId /*graph*/) {
     return absl::UnimplementedError(absl::StrFormat("device '%s' has no graphs", name()));
   }
+
+  // Native handles for collectives that launch their own work (hardware only; the simulator
+  // has none): the backend's stream object (cudaStream_t), the pointer behind a range (a device
+  // pointer), the backend's device ordinal of a rank.
+  virtual void* NativeStream(StreamId /*stream*/) { return nullptr; }
+  virtual void* NativePointer(const MemRef& /*mem*/) { return nullptr; }
+  virtual int NativeDeviceOrdinal(int /*rank*/) { return -1; }
 };
 
 }  // namespace dmalab

@@ -76,6 +76,11 @@ absl::StatusOr<std::unique_ptr<DmaAllReduce>> DmaAllReduce::Create(
   return ar;
 }
 
+std::string DmaAllReduce::name() const {
+  if (options_.wire == WireMode::kNative) return "ring";
+  return absl::StrFormat("ring(%s)", WireModeName(options_.wire));
+}
+
 absl::Status DmaAllReduce::Init() {
   const SlabLayout slab = LayoutSlab(world_, options_.max_bytes, options_.wire);
   ranks_.resize(world_);

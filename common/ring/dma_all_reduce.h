@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "common/core/collective.h"
 #include "common/core/device.h"
 #include "common/core/tensor.h"
 #include "common/ring/faults.h"
@@ -35,21 +36,25 @@ struct DmaAllReduceOptions {
   bool graph_cache = false;
 };
 
-class DmaAllReduce {
+class DmaAllReduce : public Collective {
  public:
   // Allocates and zeroes each rank's slab (flags, counters, scratch) and creates the streams
   // and events. Fails on bad options.
   static absl::StatusOr<std::unique_ptr<DmaAllReduce>> Create(Device* device,
                                                               const DmaAllReduceOptions& options);
-  ~DmaAllReduce();
+  ~DmaAllReduce() override;
   DmaAllReduce(const DmaAllReduce&) = delete;
   DmaAllReduce& operator=(const DmaAllReduce&) = delete;
 
   // Default form: returns, per rank, a fresh output allocated from the device (the caller owns
   // it and frees it with Device::Free). inputs[r] lives on rank r.
-  absl::StatusOr<std::vector<TensorView>> AllReduce(absl::Span<const TensorView> inputs);
+  absl::StatusOr<std::vector<TensorView>> AllReduce(absl::Span<const TensorView> inputs) override;
   // Explicit form: writes into caller-owned outs; outs[r] == inputs[r] is in place.
-  absl::Status AllReduce(absl::Span<const TensorView> inputs, absl::Span<const TensorView> outs);
+  absl::Status AllReduce(absl::Span<const TensorView> inputs,
+                         absl::Span<const TensorView> outs) override;
+
+  // "ring", or "ring(WIRE)" for a compressed wire.
+  std::string name() const override;
 
   // The plan a call with these inputs would run (validated as a call is).
   absl::StatusOr<RingPlan> PlanFor(const TensorView& input) const;

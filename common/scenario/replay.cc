@@ -11,7 +11,7 @@
 #include "common/core/hash.h"
 #include "common/core/provenance.h"
 #include "common/core/result_checks.h"
-#include "common/ring/dma_all_reduce.h"
+#include "common/plugin/open_collective.h"
 #include "common/scenario/fill.h"
 #include "common/scenario/replay_checks.h"
 
@@ -33,6 +33,8 @@ std::string_view ReplayFindingKindName(ReplayFindingKind kind) {
       return "device_error";
     case ReplayFindingKind::kDeviceChecker:
       return "device_checker";
+    case ReplayFindingKind::kCollectiveError:
+      return "collective_error";
   }
   return "?";
 }
@@ -61,6 +63,20 @@ struct Retention {
   std::vector<int64_t> max_changed;
 };
 
+// An all-reduce inside a captured graph: checked after every launch while its output is still
+// the storage it was captured with.
+struct CapturedAllReduce {
+  std::string step;  // the all_reduce step's description
+  std::string input, output;
+  AllReduceForm form = AllReduceForm::kOut;
+  std::vector<MemRef> output_mems;
+};
+
+struct CapturedGraph {
+  GraphId id = -1;
+  std::vector<CapturedAllReduce> all_reduces;
+};
+
 // A device failure, carried out of a step to stop the replay with a finding.
 struct DeviceFailure {
   absl::Status status;
@@ -81,6 +97,10 @@ class Replayer {
   absl::Status Add(const Step& step);
   absl::Status Retain(const Step& step);
   absl::Status ExpectEqual(const Step& step);
+  absl::Status CaptureGraph(const Step& step);
+  absl::Status LaunchGraph(const Step& step);
+  // Hashes an all-reduce's output (rank 0's bytes) and checks every rank against rank 0.
+  absl::Status CheckOutput(AllReduceRecord rec, const LiveTensor& out);
   // `name` by value: callers pass keys of live_, which Release erases (fuzzer-found).
   void Release(std::string name, bool at_end);
   absl::Status VerifyRetained();
@@ -101,12 +121,17 @@ class Replayer {
     device_failure_ = s;
     return s;
   }
+  // Records a broken contract of the collective, which stops the replay and becomes a finding.
+  absl::Status CollectiveFailed(absl::Status s) {
+    failure_kind_ = ReplayFindingKind::kCollectiveError;
+    return Failed(std::move(s));
+  }
 
   const Scenario& s_;
   Device* d_;
   const ReplayOptions& o_;
   uint64_t seed_ = 0;
-  std::unique_ptr<DmaAllReduce> ar_;
+  std::unique_ptr<Collective> ar_;
   ReplayReport r_;
   std::map<std::string, LiveTensor> live_;
   std::map<std::string, Retention> retained_;
@@ -121,7 +146,10 @@ class Replayer {
   bool values_ = true;                      // the device holds values (else provenance only)
   Contents buf_, buf0_;
   std::vector<Contents> snapshot_pool_;
+  std::map<std::string, CapturedGraph> graphs_;
+  CapturedGraph* capturing_ = nullptr;  // the graph a capture_graph step is recording
   absl::Status device_failure_;
+  ReplayFindingKind failure_kind_ = ReplayFindingKind::kDeviceError;
 };
 
 absl::StatusOr<ReplayReport> Replayer::Run() {
@@ -142,25 +170,29 @@ absl::StatusOr<ReplayReport> Replayer::Run() {
   r_.seed = seed_;
   r_.retained_mismatches_by_rank.assign(s_.world, 0);
   total_steps_ = s_.ExpandedStepCount();
+  r_.collective = o_.collective;
   if (const uint64_t max_bytes = s_.MaxAllReduceBytes(); max_bytes > 0) {
-    DmaAllReduceOptions options;
-    options.max_bytes = max_bytes;
-    options.wire = s_.wire;
-    options.pieces = o_.pieces;
-    options.faults = o_.faults;
-    auto ar = DmaAllReduce::Create(d_, options);
+    CollectiveParams params;
+    params.max_bytes = max_bytes;
+    params.dtype = s_.dtype;
+    params.wire = s_.wire;
+    params.pieces = o_.pieces;
+    params.faults = o_.faults;
+    params.options = o_.collective_options;
+    auto ar = OpenCollective(d_, o_.collective, params);
     if (!ar.ok()) {
       return absl::Status(ar.status().code(),
-                          absl::StrFormat("%s: DmaAllReduce: %s", s_.file, ar.status().message()));
+                          absl::StrFormat("%s: %s", s_.file, ar.status().message()));
     }
     ar_ = *std::move(ar);
+    r_.collective = ar_->name();
   }
   if (o_.progress) o_.progress(0, total_steps_);
   absl::Status s = Steps(s_.steps);
   if (!s.ok() && device_failure_.ok()) return s;  // bad input
   if (!s.ok()) {
     PollDeviceFindings();  // what the device's checkers saw before it failed (a deadlock)
-    ReplayFinding f = NewFinding(ReplayFindingKind::kDeviceError, 0);
+    ReplayFinding f = NewFinding(failure_kind_, 0);
     f.detail = std::string(s.message());
     AddFinding(std::move(f));
   }
@@ -242,6 +274,56 @@ absl::Status Replayer::One(const Step& step) {
       return ExpectEqual(step);
     case StepKind::kRepeat:
       return absl::OkStatus();
+    case StepKind::kCaptureGraph:
+      return CaptureGraph(step);
+    case StepKind::kLaunchGraph:
+      return LaunchGraph(step);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Replayer::CaptureGraph(const Step& step) {
+  CapturedGraph g;
+  capturing_ = &g;
+  absl::StatusOr<GraphId> id = d_->CaptureGraph([&]() -> absl::Status {
+    for (const Step& b : step.body) {
+      if (absl::Status s = One(b); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  });
+  capturing_ = nullptr;
+  if (!id.ok()) {
+    if (!device_failure_.ok()) return device_failure_;
+    return absl::Status(id.status().code(),
+                        absl::StrFormat("%s: %s", step.Describe(), id.status().message()));
+  }
+  g.id = *id;
+  graphs_[step.graph] = std::move(g);
+  return absl::OkStatus();
+}
+
+absl::Status Replayer::LaunchGraph(const Step& step) {
+  const CapturedGraph& g = graphs_.at(step.graph);
+  if (absl::Status s = d_->LaunchGraph(g.id); !s.ok()) return Failed(s);
+  for (const CapturedAllReduce& c : g.all_reduces) {
+    // A graph keeps writing the storage it was captured with; once that is released, the
+    // device's checkers (use after free) are what can tell.
+    auto it = live_.find(c.output);
+    if (it == live_.end()) continue;
+    bool same = true;
+    for (int rank = 0; rank < s_.world; ++rank) {
+      same = same && it->second.views[rank].mem == c.output_mems[rank];
+    }
+    if (!same) continue;
+    AllReduceRecord rec;
+    rec.step_index = r_.steps_executed;
+    rec.step = absl::StrFormat("%s > %s", step_text_, c.step);
+    rec.input = c.input;
+    rec.output = c.output;
+    rec.form = c.form;
+    rec.elems = it->second.decl->elems();
+    rec.bytes = it->second.decl->bytes();
+    if (absl::Status s = CheckOutput(std::move(rec), it->second); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
@@ -327,8 +409,10 @@ absl::Status Replayer::AllReduce(const Step& step) {
   rec.form = step.form;
   rec.elems = in.decl->elems();
   rec.bytes = in.decl->bytes();
+  // A refused call is bad input; any other failure is the collective's fault: a finding.
   auto bad_input = [&](const absl::Status& s) {
-    return absl::Status(s.code(), absl::StrFormat("%s: %s", step.Describe(), s.message()));
+    absl::Status located(s.code(), absl::StrFormat("%s: %s", step.Describe(), s.message()));
+    return IsRefusal(s) ? located : CollectiveFailed(located);
   };
   if (step.form == AllReduceForm::kDefault) {
     auto outs = ar_->AllReduce(in.views);
@@ -347,6 +431,16 @@ absl::Status Replayer::AllReduce(const Step& step) {
     }
   }
   const LiveTensor& out = live_.at(rec.output);
+  if (capturing_ != nullptr) {  // nothing ran yet: every launch checks the output
+    CapturedAllReduce c{step.Describe(), rec.input, rec.output, rec.form, {}};
+    for (const TensorView& v : out.views) c.output_mems.push_back(v.mem);
+    capturing_->all_reduces.push_back(std::move(c));
+    return absl::OkStatus();
+  }
+  return CheckOutput(std::move(rec), out);
+}
+
+absl::Status Replayer::CheckOutput(AllReduceRecord rec, const LiveTensor& out) {
   if (absl::Status s = ReadInto(out.views[0], &buf0_); !s.ok()) return s;
   rec.hash = values_ ? Xxh64(buf0_.bytes) : ProvenanceDigest(buf0_.provenance);
   for (int rank = 1; rank < s_.world; ++rank) {

@@ -1,4 +1,5 @@
-// The replay engine: executes a Scenario on any Device through DmaAllReduce and checks, after
+// The replay engine: executes a Scenario on any Device through any Collective (the built-in DMA
+// ring by default, or a plugin: common/plugin/open_collective.h) and checks, after
 // every step, the invariants a transformer relies on (DESIGN.md sections 1 and 5):
 //   - retained values: every retained tensor is compared, element by element on every rank,
 //     with the snapshot taken when it was retained;
@@ -30,6 +31,10 @@
 namespace dmalab {
 
 struct ReplayOptions {
+  // The collective under test: "ring" (the built-in DMA ring) or a plugin's shared library
+  // (common/plugin/open_collective.h), with its options text.
+  std::string collective = "ring";
+  std::string collective_options;
   FaultSet faults;               // injected into DmaAllReduce
   std::optional<uint64_t> seed;  // replaces the scenario's seed (fill contents) when set
   int pieces = 2;                // DmaAllReduceOptions::pieces
@@ -55,10 +60,12 @@ enum class ReplayFindingKind {
   kFreeFailed,        // Device::Free refused a released tensor's storage
   kDeviceError,       // the device failed while executing; the replay stopped
   kDeviceChecker,     // the device's own checker reported something (poll_device_findings)
+  kCollectiveError,   // the collective broke its contract (e.g. freed memory it does not own);
+                      // the replay stopped
 };
 
 // "pointer_alias", "retained_mismatch", "rank_inconsistent", "expect_equal", "free_failed",
-// "device_error", "device_checker".
+// "device_error", "device_checker", "collective_error".
 std::string_view ReplayFindingKindName(ReplayFindingKind kind);
 
 // Storage a finding involves: a tensor's view on one rank.
@@ -121,6 +128,7 @@ struct ReplayReport {
   std::string scenario;
   std::string file;
   std::string device;
+  std::string collective;  // Collective::name() of the collective under test
   // "values" or "shadow" (Device::HoldsValues). In the shadow fidelity every comparison is of
   // provenance: an element counts as changed, or as differing between ranks, when its provenance
   // differs (an upper bound of what values would show; common/core/provenance.h).

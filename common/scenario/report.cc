@@ -113,8 +113,9 @@ std::string FormatReportText(const ReplayReport& r) {
   std::string out;
   absl::StrAppendFormat(&out, "scenario %s (%s)\n", r.scenario, r.file);
   absl::StrAppendFormat(
-      &out, "device=%s fidelity=%s world=%d wire=%s faults=%s seed=%d steps=%d%s\n", r.device,
-      r.fidelity, r.world, r.wire, r.faults, r.seed, r.steps_executed,
+      &out, "collective=%s device=%s fidelity=%s world=%d wire=%s faults=%s seed=%d steps=%d%s\n",
+      r.collective.empty() ? "none" : r.collective, r.device, r.fidelity, r.world, r.wire, r.faults,
+      r.seed, r.steps_executed,
       r.scheduling_seed ? absl::StrFormat(" scheduling_seed=%d", *r.scheduling_seed) : "");
   for (const AllReduceRecord& a : r.all_reduces) {
     absl::StrAppendFormat(&out, "step %d %s: %s -> %s (%s) %s elems %s bytes hash=%s%s\n",
@@ -183,6 +184,7 @@ std::string FormatReportJson(const ReplayReport& r) {
   JsonWriter w;
   w.BeginObject();
   WriteJsonPreamble(w, "replay");
+  w.Key("collective").String(r.collective);
   w.Key("scenario").String(r.scenario).Key("file").String(r.file).Key("device").String(r.device);
   w.Key("fidelity").String(r.fidelity);
   w.Key("world").Int(r.world).Key("wire").String(r.wire).Key("faults").String(r.faults);

@@ -34,6 +34,10 @@ std::string_view StepKindName(StepKind kind) {
       return "expect_equal";
     case StepKind::kRepeat:
       return "repeat";
+    case StepKind::kCaptureGraph:
+      return "capture_graph";
+    case StepKind::kLaunchGraph:
+      return "launch_graph";
   }
   return "?";
 }
@@ -53,6 +57,7 @@ std::string_view AllReduceFormName(AllReduceForm form) {
 std::string Step::Describe() const {
   std::string s(StepKindName(kind));
   if (!label.empty()) absl::StrAppendFormat(&s, " '%s'", label);
+  if (!graph.empty()) absl::StrAppendFormat(&s, " '%s'", graph);
   absl::StrAppendFormat(&s, " at %s", loc.ToString());
   return s;
 }
@@ -66,7 +71,9 @@ namespace {
 
 void MaxAllReduceBytesOf(const Scenario& s, const std::vector<Step>& steps, uint64_t* max_bytes) {
   for (const Step& step : steps) {
-    if (step.kind == StepKind::kRepeat) MaxAllReduceBytesOf(s, step.body, max_bytes);
+    if (step.kind == StepKind::kRepeat || step.kind == StepKind::kCaptureGraph) {
+      MaxAllReduceBytesOf(s, step.body, max_bytes);
+    }
     if (step.kind != StepKind::kAllReduce) continue;
     if (const TensorDecl* t = s.FindTensor(step.input))
       *max_bytes = std::max(*max_bytes, t->bytes());

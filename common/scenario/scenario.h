@@ -51,6 +51,8 @@ enum class StepKind {
   kExpectUnchanged,  // check the retained `tensor` against its snapshot now
   kExpectEqual,      // check `a` and `b` bit-equal on every rank
   kRepeat,           // run `body` `times` times
+  kCaptureGraph,     // capture `body` (explicit-form all_reduces and adds) into graph `graph`
+  kLaunchGraph,      // replay graph `graph` once, exactly as captured
 };
 
 // The YAML key of a step kind ("all_reduce", ...).
@@ -100,9 +102,11 @@ struct Step {
   std::string dst;
   std::string a;
   std::string b;
-  // kRepeat.
+  // kRepeat, kCaptureGraph: body.
   int64_t times = 0;
   std::vector<Step> body;
+  // kCaptureGraph, kLaunchGraph.
+  std::string graph;
 
   // "all_reduce 'o_proj' at file:12:5" style description for reports.
   std::string Describe() const;

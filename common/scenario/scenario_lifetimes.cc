@@ -91,6 +91,9 @@ class LifetimeWalk {
         state_.retained.erase(step.tensor);
         return absl::OkStatus();
       case StepKind::kAdd:
+        if (in_capture_) {  // a graph allocates nothing: dst must be live already
+          if (absl::Status s = NeedLive(step, "dst", step.dst); !s.ok()) return s;
+        }
         if (absl::Status s = NeedLive(step, "a", step.a); !s.ok()) return s;
         if (absl::Status s = NeedLive(step, "b", step.b); !s.ok()) return s;
         state_.live.insert(step.dst);
@@ -112,12 +115,35 @@ class LifetimeWalk {
         }
         iteration_.pop_back();
         return absl::OkStatus();
+      case StepKind::kCaptureGraph:
+        if (!iteration_.empty()) {
+          return Fail(step, "name",
+                      absl::StrFormat("capture of graph '%s' inside a repeat", step.graph),
+                      "a capture outside repeat (capture once, launch it inside a repeat)");
+        }
+        if (!graphs_.insert(step.graph).second) {
+          return Fail(step, "name",
+                      absl::StrFormat("graph '%s', which is already captured", step.graph),
+                      "a new graph name");
+        }
+        // The body's tensors must be live when it is captured; a graph launched after one of
+        // them was released is a bug the replay's checkers report, not bad input.
+        in_capture_ = true;
+        if (absl::Status s = Walk(step.body); !s.ok()) return s;
+        in_capture_ = false;
+        return absl::OkStatus();
+      case StepKind::kLaunchGraph:
+        if (graphs_.count(step.graph) > 0) return absl::OkStatus();
+        return Fail(step, "name", absl::StrFormat("graph '%s', which is not captured", step.graph),
+                    "the name of a graph captured by an earlier capture_graph step");
     }
     return absl::OkStatus();
   }
 
   State state_;
   std::vector<int64_t> iteration_;
+  std::set<std::string> graphs_;  // captured so far
+  bool in_capture_ = false;
 };
 
 }  // namespace

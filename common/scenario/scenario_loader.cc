@@ -18,7 +18,7 @@ namespace {
 constexpr int64_t kMaxElems = int64_t{1} << 40;
 constexpr char kStepKinds[] =
     "fill, all_reduce, retain, unretain, release, free, add, expect_unchanged, expect_equal, "
-    "repeat";
+    "repeat, capture_graph, launch_graph";
 
 class Loader {
  public:
@@ -38,6 +38,7 @@ class Loader {
                                std::string* name, Step* step) const;
   std::string TensorNamesAllowed() const;
   absl::Status SameType(const Step& step, std::string_view key_a, std::string_view key_b) const;
+  absl::Status GraphName(const YAML::Node& map, std::string_view path, Step* step) const;
   absl::Status Fill(const YAML::Node& map, std::string_view path, Step* step) const;
   absl::Status AllReduce(const YAML::Node& map, std::string_view path, Step* step) const;
   absl::Status Expectations(const YAML::Node& node);
@@ -218,7 +219,9 @@ absl::StatusOr<Step> Loader::OneStep(const YAML::Node& node, std::string_view pa
       {"add", StepKind::kAdd},
       {"expect_unchanged", StepKind::kExpectUnchanged},
       {"expect_equal", StepKind::kExpectEqual},
-      {"repeat", StepKind::kRepeat}};
+      {"repeat", StepKind::kRepeat},
+      {"capture_graph", StepKind::kCaptureGraph},
+      {"launch_graph", StepKind::kLaunchGraph}};
   bool known = false;
   for (const auto& [name, k] : kKinds) {
     if (kind == name) {
@@ -323,7 +326,48 @@ absl::Status Loader::StepFields(const YAML::Node& value, std::string_view path, 
       step->body = std::move(body);
       return absl::OkStatus();
     }
+    case StepKind::kCaptureGraph: {
+      DMALAB_RETURN_IF_ERROR(f_.CheckMap(value, path, {"name", "steps", "label"}));
+      DMALAB_RETURN_IF_ERROR(GraphName(value, path, step));
+      DMALAB_ASSIGN_OR_RETURN(auto body_node, f_.Required(value, path, "steps", "a list of steps"));
+      const std::string body_path = FieldPath(path, "steps");
+      DMALAB_ASSIGN_OR_RETURN(auto body, Steps(body_node, body_path));
+      for (size_t i = 0; i < body.size(); ++i) {
+        const Step& b = body[i];
+        const bool capturable =
+            (b.kind == StepKind::kAllReduce && b.form != AllReduceForm::kDefault) ||
+            b.kind == StepKind::kAdd;
+        if (!capturable) {
+          return f_.ErrorAt(
+              b.loc, b.path,
+              absl::StrFormat("a %s step%s", StepKindName(b.kind),
+                              b.kind == StepKind::kAllReduce ? " with a fresh result" : ""),
+              "all_reduce with out: or in_place: true, and add with a live dst (a graph replays "
+              "device work on caller-owned memory: no allocation, no host access)");
+        }
+      }
+      step->body = std::move(body);
+      return absl::OkStatus();
+    }
+    case StepKind::kLaunchGraph:
+      if (value.IsScalar()) {
+        DMALAB_ASSIGN_OR_RETURN(auto name, f_.String(value, path, "a graph name"));
+        step->graph = name;
+        step->sources["name"] = FieldSource{std::string(path), f_.Loc(value)};
+        return absl::OkStatus();
+      }
+      DMALAB_RETURN_IF_ERROR(f_.CheckMap(value, path, {"name", "label"}));
+      return GraphName(value, path, step);
   }
+  return absl::OkStatus();
+}
+
+absl::Status Loader::GraphName(const YAML::Node& map, std::string_view path, Step* step) const {
+  DMALAB_ASSIGN_OR_RETURN(auto node, f_.Required(map, path, "name", "a graph name"));
+  const std::string field = FieldPath(path, "name");
+  DMALAB_ASSIGN_OR_RETURN(auto name, f_.String(node, field, "a graph name"));
+  step->graph = name;
+  step->sources["name"] = FieldSource{field, f_.Loc(node)};
   return absl::OkStatus();
 }
 

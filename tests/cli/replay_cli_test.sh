@@ -65,7 +65,7 @@ grep -q '^determinism: seed 7, inject drop-copy-wait: two runs gave identical re
 grep -qx 'pointer_alias=true  retained_mismatches=16,803,840 / 16,803,840  rank_consistent=true  status=FAIL' "$tmp/shadow_bad.txt" ||
   fail "shadow persistent-output summary: $(tail -3 "$tmp/shadow_bad.txt")"
 "$dmalab" replay "$scenario" --fidelity=shadow > "$tmp/shadow_good.txt" || fail "shadow clean replay must exit 0"
-grep -q '^device=sim fidelity=shadow ' "$tmp/shadow_good.txt" || fail "shadow header: $(head -2 "$tmp/shadow_good.txt")"
+grep -q '^collective=ring device=sim fidelity=shadow ' "$tmp/shadow_good.txt" || fail "shadow header: $(head -2 "$tmp/shadow_good.txt")"
 [[ $(grep -c 'hash=provenance:' "$tmp/shadow_good.txt") -eq 2 ]] || fail "expected two provenance hashes"
 diff <(grep -o 'hash=provenance:[0-9a-f]*' "$tmp/shadow_bad.txt") <(grep -o 'hash=provenance:[0-9a-f]*' "$tmp/shadow_good.txt") ||
   fail "provenance hashes differ between the runs"

@@ -89,11 +89,12 @@ TEST(ReportTest, JsonReportCarriesTheSummary) {
   f.storage = {{"h", MemRef{1, 0x1000, 64, 9}}};
   r.findings.push_back(f);
   const std::string json = FormatReportJson(r);
-  EXPECT_EQ(json.rfind(absl::StrCat(R"({"schema":"dmalab.replay","schema_version":1,)",
-                                    R"("tool":"dmalab","tool_version":")", ToolVersion(),
-                                    R"(","command":"replay","scenario":"quote\"d",)"),
-                       0),
-            0u);
+  EXPECT_EQ(
+      json.rfind(absl::StrCat(R"({"schema":"dmalab.replay","schema_version":1,)",
+                              R"("tool":"dmalab","tool_version":")", ToolVersion(),
+                              R"(","command":"replay","collective":"","scenario":"quote\"d",)"),
+                 0),
+      0u);
   EXPECT_NE(json.find(R"("scheduling_seed":null,)"), std::string::npos);
   EXPECT_NE(
       json.find(R"("storage":[{"tensor":"h","rank":1,"addr":"0x1000","bytes":64,"alloc_id":9}])"),

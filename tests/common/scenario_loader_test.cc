@@ -113,7 +113,8 @@ TEST(ScenarioLoaderTest, WrongTypeShowsWhatWasFound) {
 TEST(ScenarioLoaderTest, UnknownStepListsTheStepKinds) {
   EXPECT_EQ(ErrorOf("world: 2\ntensors: {x: [64]}\nsteps:\n  - allreduce: {input: x}\n"),
             "t.yaml:4:5: field 'steps[0]': found step 'allreduce', allowed fill, all_reduce, "
-            "retain, unretain, release, free, add, expect_unchanged, expect_equal, repeat");
+            "retain, unretain, release, free, add, expect_unchanged, expect_equal, repeat, "
+            "capture_graph, launch_graph");
 }
 
 TEST(ScenarioLoaderTest, UnknownTensorListsTheDeclaredOnes) {

@@ -1,7 +1,8 @@
 // The topology loader: routes through switches, and errors located at the offending node with
-// the field, what was found and what is allowed.
+// the field, what was found and what is allowed. The writer: what it writes reads back equal.
 #include "sim/topology.h"
 
+#include <filesystem>
 #include <string>
 
 #include "absl/strings/str_replace.h"
@@ -168,6 +169,82 @@ TEST(TopologyTest, DocumentMustBeAMap) {
 TEST(TopologyTest, MissingFileIsNamed) {
   EXPECT_EQ(LoadTopologyFile("no/such.yaml").status().message(),
             "topology: cannot open 'no/such.yaml'");
+}
+
+TEST(TopologyWriterTest, EveryShippedTopologyReadsBackEqual) {
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("scenarios/topologies")) {
+    if (entry.path().extension() != ".yaml") continue;
+    ++files;
+    absl::StatusOr<Topology> t = LoadTopologyFile(entry.path().string());
+    ASSERT_TRUE(t.ok()) << t.status();
+    const std::string yaml = TopologyYaml(*t);
+    absl::StatusOr<Topology> back = ParseTopology(yaml, "written.yaml");
+    ASSERT_TRUE(back.ok()) << back.status() << "\n" << yaml;
+    EXPECT_TRUE(*back == *t) << entry.path() << " written as\n" << yaml;
+  }
+  EXPECT_EQ(files, 4);
+}
+
+TEST(TopologyWriterTest, WritesTheFormatWithNotesAndExactNumbers) {
+  Topology t;
+  t.name = "two gpus";
+  t.gpus = 2;
+  t.rank_gpus = {1, 0, 1};
+  t.copy_engines = 3;
+  t.memory_gbps = 4800.5;
+  t.local = {2400, 8.25, {{4096, 0.25}, {1 << 20, 1}}};
+  t.peer = {450, 0.1, {}};
+  t.pairs = {{0, 1, {300, 2, {}}}};
+  t.uplinks = {{"sw0", 1, 64, 0}, {"rc", -1, 0, 128}};
+  t.gpu_uplinks = {0, 0};
+  t.kernel_launch_us = 4.4;
+  t.kernel_overhead_us = 3;
+  t.reduce_gbps = 1e-3;
+  t.flag_latency_us = 1.0 / 3;
+  t.copy_launch_us = 4.9;
+  t.event_us = 0;
+  const std::string yaml =
+      TopologyYaml(t, "# header\n", {{"memory_gbps", "one\ntwo"}, {"links.peer.gbps", "p"}});
+  EXPECT_EQ(yaml,
+            "# header\n"
+            "name: \"two gpus\"\n"
+            "gpus: 2\n"
+            "rank_gpus: [1, 0, 1]\n"
+            "copy_engines: 3\n"
+            "memory_gbps: 4800.5      # one\n"
+            "                         # two\n"
+            "links:\n"
+            "  local:\n"
+            "    gbps: 2400\n"
+            "    latency_us: 8.25\n"
+            "    efficiency: [[4096, 0.25], [1048576, 1]]\n"
+            "  peer:\n"
+            "    gbps: 450            # p\n"
+            "    latency_us: 0.1\n"
+            "  pairs:\n"
+            "    - gpus: [0, 1]\n"
+            "      gbps: 300\n"
+            "      latency_us: 2\n"
+            "uplinks:\n"
+            "  - name: sw0\n"
+            "    parent: rc\n"
+            "    gbps: 64\n"
+            "  - name: rc\n"
+            "    fabric_gbps: 128\n"
+            "gpu_uplinks: [sw0, sw0]\n"
+            "kernel:\n"
+            "  launch_us: 4.4\n"
+            "  overhead_us: 3\n"
+            "  reduce_gbps: 0.001\n"
+            "flag:\n"
+            "  latency_us: 0.3333333333333333\n"
+            "host:\n"
+            "  copy_us: 4.9\n"
+            "  event_us: 0\n");
+  absl::StatusOr<Topology> back = ParseTopology(yaml, "written.yaml");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(*back == t);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "tools/calibration.h"
+#include "measure/calibration.h"
 
 #include <algorithm>
 #include <cctype>
@@ -6,11 +6,15 @@
 #include <tuple>
 
 #include "absl/strings/str_format.h"
+#include "sim/topology.h"
 
 namespace dmalab {
 namespace {
 
 absl::Status Invalid(const std::string& what) { return absl::InvalidArgumentError(what); }
+
+// `v` to 6 significant digits: what the calibrated file states (the fits are no finer).
+double Significant(double v) { return std::stod(absl::StrFormat("%.6g", v)); }
 
 // A payload rate in GB/s of `bytes` moved in `us`.
 double Gbps(double bytes, double us) { return bytes / (us * 1e3); }
@@ -203,7 +207,7 @@ absl::StatusOr<std::string> CalibrationYaml(const CalibrationMeasurements& m, in
   std::string y = absl::StrFormat(
       "# Calibrated by `%s`\n"
       "# at %s on one %s (%d SMs, %d async copy engines; CUDA runtime %d, driver %d), through\n"
-      "# CudaDevice with %d virtual ranks on that GPU (tools/calibrate.h). Copies: same-GPU\n"
+      "# CudaDevice with %d virtual ranks on that GPU (measure/calibrate.h). Copies: same-GPU\n"
       "# Device::Copy on 1, 2 or 4 streams at once, host wall clock around back-to-back rounds\n"
       "# between two synchronizes. Reduces: bf16 a+b->c Device::Reduce back to back, same clock;\n"
       "# codec reduces: int8-block requantizing adds i8 a + bf16 b -> i8 c, likewise.\n"
@@ -240,33 +244,37 @@ absl::StatusOr<std::string> CalibrationYaml(const CalibrationMeasurements& m, in
   y += absl::StrFormat(
       "# in situ us: copy %.3f, kernel %.3f, event %.3f (each with %.3f us between calls)\n",
       r.copy_launch_us, r.kernel_launch_us, r.event_us, r.between_calls_us);
-  y += absl::StrFormat("name: %s\n", TopologyName(m.gpu_name));
-  y += "gpus: 1\n";
-  y += absl::StrFormat("ranks_per_gpu: %d\n", ranks_per_gpu);
-  y += absl::StrFormat("copy_engines: %d          # measured: cudaDeviceProp::asyncEngineCount\n",
-                       r.copy_engines);
-  y += absl::StrFormat(
-      "memory_gbps: %.6g        # measured: 2 x the best device-bound aggregate copy payload\n"
-      "                         # rate (read + written), at least 2 x links.local.gbps\n",
-      r.memory_gbps);
-  y += absl::StrFormat(
-      "links:\n  local:\n    gbps: %.6g           # fit: one copy takes latency_us + bytes / gbps\n"
-      "    latency_us: %.6g     # (least relative squares, device-bound 1-stream copies)\n",
-      r.local_gbps, r.local_latency_us);
-  y += absl::StrFormat(
-      "kernel:\n  launch_us: %.6g        # in situ: host time of one kernel enqueue\n"
-      "  overhead_us: %.6g      # fit: a reduce takes overhead_us + traffic / reduce_gbps\n"
-      "  reduce_gbps: %.6g      # (traffic = 2 operands read + 1 written; device-bound)\n"
-      "  codec_gbps: %.6g       # fit: int8 requantizing adds, plain-equivalent traffic\n",
-      r.kernel_launch_us, r.kernel_overhead_us, r.reduce_gbps, r.codec_gbps);
-  y += absl::StrFormat(
-      "flag:\n  latency_us: %.6g       # measured flag hop minus kernel.overhead_us\n",
-      r.flag_latency_us);
-  y += absl::StrFormat(
-      "host:\n  copy_us: %.6g          # in situ: host time of one Device::Copy enqueue\n"
-      "  event_us: %.6g         # in situ: host time of one RecordEvent or WaitEvent\n",
-      r.copy_launch_us, r.event_us);
-  return y;
+  Topology t;
+  t.name = TopologyName(m.gpu_name);
+  t.gpus = 1;
+  t.rank_gpus.assign(ranks_per_gpu, 0);
+  t.copy_engines = r.copy_engines;
+  t.memory_gbps = Significant(r.memory_gbps);
+  t.local.gbps = Significant(r.local_gbps);
+  t.local.latency_us = Significant(r.local_latency_us);
+  t.kernel_launch_us = Significant(r.kernel_launch_us);
+  t.kernel_overhead_us = Significant(r.kernel_overhead_us);
+  t.reduce_gbps = Significant(r.reduce_gbps);
+  t.codec_gbps = Significant(r.codec_gbps);
+  t.flag_latency_us = Significant(r.flag_latency_us);
+  t.copy_launch_us = Significant(r.copy_launch_us);
+  t.event_us = Significant(r.event_us);
+  const TopologyNotes notes = {
+      {"copy_engines", "measured: cudaDeviceProp::asyncEngineCount"},
+      {"memory_gbps",
+       "measured: 2 x the best device-bound aggregate copy payload\n"
+       "rate (read + written), at least 2 x links.local.gbps"},
+      {"links.local.gbps", "fit: one copy takes latency_us + bytes / gbps"},
+      {"links.local.latency_us", "(least relative squares, device-bound 1-stream copies)"},
+      {"kernel.launch_us", "in situ: host time of one kernel enqueue"},
+      {"kernel.overhead_us", "fit: a reduce takes overhead_us + traffic / reduce_gbps"},
+      {"kernel.reduce_gbps", "(traffic = 2 operands read + 1 written; device-bound)"},
+      {"kernel.codec_gbps", "fit: int8 requantizing adds, plain-equivalent traffic"},
+      {"flag.latency_us", "measured flag hop minus kernel.overhead_us"},
+      {"host.copy_us", "in situ: host time of one Device::Copy enqueue"},
+      {"host.event_us", "in situ: host time of one RecordEvent or WaitEvent"},
+  };
+  return TopologyYaml(t, y, notes);
 }
 
 }  // namespace dmalab

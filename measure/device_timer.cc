@@ -1,4 +1,4 @@
-#include "tools/device_timer.h"
+#include "measure/device_timer.h"
 
 #include <chrono>
 

@@ -1,4 +1,4 @@
-#include "tools/speed_of_light.h"
+#include "measure/speed_of_light.h"
 
 #include "absl/strings/str_format.h"
 

@@ -3,8 +3,8 @@
 // device as the ring. Every rank copies 2(W-1) chunks of S/W bytes to its successor, one after
 // another on one copy stream (as the ring's send stream does), all ranks at once; no flags, no
 // kernels, no events. A ring can only approach this time from above.
-#ifndef DMALAB_TOOLS_SPEED_OF_LIGHT_H_
-#define DMALAB_TOOLS_SPEED_OF_LIGHT_H_
+#ifndef DMALAB_MEASURE_SPEED_OF_LIGHT_H_
+#define DMALAB_MEASURE_SPEED_OF_LIGHT_H_
 
 #include <cstdint>
 #include <memory>
@@ -12,7 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/core/device.h"
-#include "tools/device_timer.h"
+#include "measure/device_timer.h"
 
 namespace dmalab {
 
@@ -43,4 +43,4 @@ class SpeedOfLight {
 
 }  // namespace dmalab
 
-#endif  // DMALAB_TOOLS_SPEED_OF_LIGHT_H_
+#endif  // DMALAB_MEASURE_SPEED_OF_LIGHT_H_

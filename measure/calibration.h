@@ -1,16 +1,16 @@
 // Calibration data: what `dmalab calibrate` measured on a GPU, the timing-model rates fitted to
 // it, and the topology YAML (scenarios/topologies format, sim/topology.h) written from them.
-// Measuring lives in tools/calibrate.h; this file needs no device, so the fit and the writer
+// Measuring lives in measure/calibrate.h; this file needs no device, so the fit and the writer
 // are tested with made-up measurements.
-#ifndef DMALAB_TOOLS_CALIBRATION_H_
-#define DMALAB_TOOLS_CALIBRATION_H_
+#ifndef DMALAB_MEASURE_CALIBRATION_H_
+#define DMALAB_MEASURE_CALIBRATION_H_
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "tools/host_cost.h"
+#include "measure/host_cost.h"
 
 namespace dmalab {
 
@@ -106,9 +106,9 @@ absl::StatusOr<std::pair<double, double>> FitLineRelative(
 // A topology document for one GPU holding `ranks_per_gpu` virtual ranks, in the format of
 // scenarios/topologies/h200_virtual_ranks.yaml: a comment header saying when, where and how it
 // was measured and listing the samples beside the fitted model, then the fields, each with
-// its origin. The result loads with ParseTopology.
+// its origin, written by TopologyYaml (sim/topology.h). The result loads with ParseTopology.
 absl::StatusOr<std::string> CalibrationYaml(const CalibrationMeasurements& m, int ranks_per_gpu);
 
 }  // namespace dmalab
 
-#endif  // DMALAB_TOOLS_CALIBRATION_H_
+#endif  // DMALAB_MEASURE_CALIBRATION_H_

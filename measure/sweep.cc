@@ -1,4 +1,4 @@
-#include "tools/sweep.h"
+#include "measure/sweep.h"
 
 #include <algorithm>
 #include <cstring>
@@ -8,8 +8,8 @@
 #include "absl/strings/str_format.h"
 #include "common/ring/dma_all_reduce.h"
 #include "common/ring/ring_planner.h"
+#include "measure/speed_of_light.h"
 #include "sim/predict.h"
-#include "tools/speed_of_light.h"
 
 namespace dmalab {
 namespace {

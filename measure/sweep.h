@@ -1,9 +1,9 @@
 // `dmalab sweep`: the DMA ring all-reduce over a range of sizes, timed out of place and in place
-// beside its speed of light (tools/speed_of_light.h), shaped like nccl-tests' all_reduce_perf
-// (DESIGN.md section 7). RunSweep measures on any Device; RunSweepCommand is the command line's
-// entry point (backend choice, table, CSV and JSON files, exit status).
-#ifndef DMALAB_TOOLS_SWEEP_H_
-#define DMALAB_TOOLS_SWEEP_H_
+// beside its speed of light (measure/speed_of_light.h), shaped like nccl-tests' all_reduce_perf
+// (DESIGN.md section 7). RunSweep measures on any Device; RunSweepCommand (tools/sweep_command.h)
+// is the command line's entry point (backend choice, table, CSV and JSON files, exit status).
+#ifndef DMALAB_MEASURE_SWEEP_H_
+#define DMALAB_MEASURE_SWEEP_H_
 
 #include <cstdint>
 #include <functional>
@@ -16,8 +16,7 @@
 #include "common/core/device.h"
 #include "common/core/dtype.h"
 #include "common/ring/wire.h"
-#include "tools/command.h"
-#include "tools/device_timer.h"
+#include "measure/device_timer.h"
 
 namespace dmalab {
 
@@ -78,31 +77,6 @@ absl::StatusOr<std::vector<SweepRow>> RunSweep(Device& device, const DeviceClock
                                                const SweepOptions& options,
                                                const SweepObserver& observer = {});
 
-// The command line's arguments (nccl-tests' names in comments). The defaults are
-// SweepOptions' own, so the struct, `dmalab sweep --help` and a run agree.
-struct SweepCommand {
-  uint64_t b = SweepOptions{}.min_bytes;     // -b, --minbytes
-  uint64_t e = SweepOptions{}.max_bytes;     // -e, --maxbytes
-  int f = SweepOptions{}.factor;             // -f, --stepfactor
-  int n = SweepOptions{}.iters;              // -n, --iters
-  int w = SweepOptions{}.warmup;             // -w, --warmup_iters
-  int c = SweepOptions{}.check ? 1 : 0;      // -c, --check
-  int graph = SweepOptions{}.graph ? 1 : 0;  // -G, --cudagraph
-  std::string dtype = "bf16", wire = "bf16";
-  int pieces = SweepOptions{}.pieces;
-  std::string backend = "sim";
-  std::string fidelity = "values";  // sim: "values" or "shadow" (times only: needs -c 0)
-  int ranks = 4, gpus = 1;
-  std::string topology;  // sim: required
-  uint64_t seed = 1;     // sim: the scheduling seed
-  std::string csv;       // output path; empty: none
-  RunFlags run;          // --collective, --json, --quiet
-};
-
-// `dmalab sweep`: prints the table on stdout and writes the files. Exit status: 0, 1 when a
-// result is wrong (or the simulator's checkers report a finding), 2 on bad input or an error.
-int RunSweepCommand(const SweepCommand& command);
-
 }  // namespace dmalab
 
-#endif  // DMALAB_TOOLS_SWEEP_H_
+#endif  // DMALAB_MEASURE_SWEEP_H_

@@ -1,14 +1,14 @@
 // The sweep's outputs: the nccl-tests style table, the CSV that tools/plot_bandwidth.py reads,
 // and a JSON report. Column meanings are in docs/bandwidth.md.
-#ifndef DMALAB_TOOLS_SWEEP_REPORT_H_
-#define DMALAB_TOOLS_SWEEP_REPORT_H_
+#ifndef DMALAB_MEASURE_SWEEP_REPORT_H_
+#define DMALAB_MEASURE_SWEEP_REPORT_H_
 
 #include <cstdint>
 #include <optional>
 #include <string>
 
 #include "absl/types/span.h"
-#include "tools/sweep.h"
+#include "measure/sweep.h"
 
 namespace dmalab {
 
@@ -39,4 +39,4 @@ std::string SweepJson(const SweepContext& context, absl::Span<const SweepRow> ro
 
 }  // namespace dmalab
 
-#endif  // DMALAB_TOOLS_SWEEP_REPORT_H_
+#endif  // DMALAB_MEASURE_SWEEP_REPORT_H_

@@ -1,18 +1,15 @@
-#include "tools/calibrate.h"
+#include "measure/calibrate.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
-#include <fstream>
 #include <functional>
 
 #include "absl/strings/str_format.h"
 #include "common/core/codec.h"
 #include "common/core/status_macros.h"
 #include "common/ring/dma_all_reduce.h"
-#include "sim/topology.h"
-#include "tools/host_cost.h"
-#include "tools/hw_backend.h"
+#include "measure/host_cost.h"
 
 namespace dmalab {
 namespace {
@@ -237,11 +234,6 @@ std::string UtcNow() {
   return text;
 }
 
-int Fail(const absl::Status& s) {
-  std::fprintf(stderr, "dmalab calibrate: %s\n", std::string(s.message()).c_str());
-  return 2;
-}
-
 }  // namespace
 
 CalibrationPlan DefaultCalibrationPlan() {
@@ -280,47 +272,6 @@ absl::StatusOr<CalibrationMeasurements> MeasureCalibration(Device& device, const
   if (absl::Status s = MeasureFlagHop(device, clock, plan, m); !s.ok()) return s;
   if (absl::Status s = MeasureHostCosts(device, clock, plan, m); !s.ok()) return s;
   return m;
-}
-
-int RunCalibrateCommand(const CalibrateCommand& c) {
-  if (c.gpus != 1) {
-    return Fail(absl::InvalidArgumentError(absl::StrFormat(
-        "--gpus is %d; calibrate measures one GPU (same-GPU copies, virtual ranks): use --gpus=1",
-        c.gpus)));
-  }
-  if (c.ranks < 4 || c.ranks > 8) {
-    return Fail(absl::InvalidArgumentError(absl::StrFormat(
-        "--ranks is %d; must be in [4, 8]: 4 concurrent copies need 4 ranks' streams", c.ranks)));
-  }
-  if (c.out.empty()) return Fail(absl::InvalidArgumentError("--out=FILE.yaml is required"));
-  absl::StatusOr<std::unique_ptr<Device>> device = CreateHwDevice(c.ranks, c.gpus);
-  if (!device.ok()) return Fail(device.status());
-  absl::StatusOr<GpuProperties> gpu = HwGpuProperties(0);
-  if (!gpu.ok()) return Fail(gpu.status());
-  std::fprintf(stderr, "dmalab calibrate: measuring %s (takes about a minute)\n",
-               gpu->name.c_str());
-  absl::StatusOr<CalibrationMeasurements> m =
-      MeasureCalibration(**device, WallClock(), DefaultCalibrationPlan());
-  if (!m.ok()) return Fail(m.status());
-  m->gpu_name = gpu->name;
-  m->copy_engines = gpu->copy_engines;
-  m->sms = gpu->sms;
-  m->cuda_runtime = gpu->cuda_runtime;
-  m->cuda_driver = gpu->cuda_driver;
-  m->command = c.command_line;
-  absl::StatusOr<std::string> yaml = CalibrationYaml(*m, /*ranks_per_gpu=*/8);
-  if (!yaml.ok()) return Fail(yaml.status());
-  if (absl::StatusOr<Topology> t = ParseTopology(*yaml, c.out); !t.ok()) {
-    return Fail(absl::InternalError(
-        absl::StrFormat("the written topology does not load: %s", t.status().message())));
-  }
-  std::ofstream out(c.out, std::ios::binary);
-  out << *yaml;
-  out.close();
-  if (!out) return Fail(absl::UnavailableError(absl::StrFormat("cannot write '%s'", c.out)));
-  std::fputs(yaml->c_str(), stdout);
-  std::fprintf(stderr, "dmalab calibrate: wrote %s\n", c.out.c_str());
-  return 0;
 }
 
 }  // namespace dmalab

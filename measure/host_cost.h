@@ -2,15 +2,15 @@
 // so that `dmalab calibrate` can measure what a copy, kernel or event enqueue costs inside a real
 // all-reduce (caches warm with the algorithm's own work, its bookkeeping between calls) rather
 // than in a tight loop of one call.
-#ifndef DMALAB_TOOLS_HOST_COST_H_
-#define DMALAB_TOOLS_HOST_COST_H_
+#ifndef DMALAB_MEASURE_HOST_COST_H_
+#define DMALAB_MEASURE_HOST_COST_H_
 
 #include <cstdint>
 #include <string>
 #include <utility>
 
 #include "common/core/device.h"
-#include "tools/device_timer.h"
+#include "measure/device_timer.h"
 
 namespace dmalab {
 
@@ -122,4 +122,4 @@ class HostCostDevice : public Device {
 
 }  // namespace dmalab
 
-#endif  // DMALAB_TOOLS_HOST_COST_H_
+#endif  // DMALAB_MEASURE_HOST_COST_H_

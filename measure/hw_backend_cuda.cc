@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_format.h"
 #include "hw/cuda_device.h"
-#include "tools/hw_backend.h"
+#include "measure/hw_backend.h"
 
 namespace dmalab {
 

@@ -1,8 +1,8 @@
-// `dmalab calibrate`: measures a GPU's rates through the Device interface and writes a topology
-// YAML for the simulator's timing model (tools/calibration.h writes it). MeasureCalibration works
+// Calibration: measures a GPU's rates through the Device interface and writes a topology
+// YAML for the simulator's timing model (measure/calibration.h writes it). MeasureCalibration works
 // on any Device, so the simulator can check it recovers a topology it was given.
-#ifndef DMALAB_TOOLS_CALIBRATE_H_
-#define DMALAB_TOOLS_CALIBRATE_H_
+#ifndef DMALAB_MEASURE_CALIBRATE_H_
+#define DMALAB_MEASURE_CALIBRATE_H_
 
 #include <cstdint>
 #include <string>
@@ -10,8 +10,8 @@
 
 #include "absl/status/statusor.h"
 #include "common/core/device.h"
-#include "tools/calibration.h"
-#include "tools/device_timer.h"
+#include "measure/calibration.h"
+#include "measure/device_timer.h"
 
 namespace dmalab {
 
@@ -42,17 +42,6 @@ CalibrationPlan DefaultCalibrationPlan();
 absl::StatusOr<CalibrationMeasurements> MeasureCalibration(Device& device, const DeviceClock& clock,
                                                            const CalibrationPlan& plan);
 
-struct CalibrateCommand {
-  int gpus = 1;
-  int ranks = 4;
-  std::string out;           // the YAML path
-  std::string command_line;  // recorded in the file's header
-};
-
-// `dmalab calibrate` on the hardware backend; writes `out`, re-reads it with the topology
-// loader and prints the fitted rates. Exit status 0, or 2 on bad input or an error.
-int RunCalibrateCommand(const CalibrateCommand& command);
-
 }  // namespace dmalab
 
-#endif  // DMALAB_TOOLS_CALIBRATE_H_
+#endif  // DMALAB_MEASURE_CALIBRATE_H_

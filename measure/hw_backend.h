@@ -1,8 +1,8 @@
 // The hardware backend as the tools see it: a CudaDevice behind the Device interface, and the
 // GPU's properties. Built from hw_backend_cuda.cc when the CUDA backend is, and from
 // hw_backend_none.cc (every call Unavailable) otherwise, so the tools never test for CUDA.
-#ifndef DMALAB_TOOLS_HW_BACKEND_H_
-#define DMALAB_TOOLS_HW_BACKEND_H_
+#ifndef DMALAB_MEASURE_HW_BACKEND_H_
+#define DMALAB_MEASURE_HW_BACKEND_H_
 
 #include <memory>
 #include <string>
@@ -28,4 +28,4 @@ absl::StatusOr<GpuProperties> HwGpuProperties(int ordinal);
 
 }  // namespace dmalab
 
-#endif  // DMALAB_TOOLS_HW_BACKEND_H_
+#endif  // DMALAB_MEASURE_HW_BACKEND_H_

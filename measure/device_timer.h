@@ -1,8 +1,8 @@
 // Timing calls on a Device the way nccl-tests does: synchronize, read a clock, enqueue the calls,
 // synchronize, read the clock again. The clock is the host's wall clock on hardware and the
 // simulated host clock (SimDevice::now_us) on the simulator, so one loop serves both backends.
-#ifndef DMALAB_TOOLS_DEVICE_TIMER_H_
-#define DMALAB_TOOLS_DEVICE_TIMER_H_
+#ifndef DMALAB_MEASURE_DEVICE_TIMER_H_
+#define DMALAB_MEASURE_DEVICE_TIMER_H_
 
 #include <functional>
 
@@ -30,4 +30,4 @@ absl::StatusOr<double> EnqueueCostUs(Device& device, const DeviceClock& clock, i
 
 }  // namespace dmalab
 
-#endif  // DMALAB_TOOLS_DEVICE_TIMER_H_
+#endif  // DMALAB_MEASURE_DEVICE_TIMER_H_

@@ -1,4 +1,4 @@
-#include "tools/sweep_report.h"
+#include "measure/sweep_report.h"
 
 #include <optional>
 

@@ -1,0 +1,47 @@
+// Collective: what dmalab checks. Any all-reduce over the W ranks of one Device: dmalab's own DMA
+// ring (common/ring/dma_all_reduce.h), a third-party C plugin (include/dmalab/plugin.h,
+// common/plugin/), or a test's fake. The replay engine, the zoo, the sweep and the demo take any
+// Collective; nothing here is ring-specific.
+//
+// One object serves all ranks: a call receives one tensor per rank (inputs[r] lives on rank r),
+// enqueues work on the device's streams and returns without waiting; results are ordered on
+// each rank's compute stream.
+#ifndef DMALAB_COMMON_CORE_COLLECTIVE_H_
+#define DMALAB_COMMON_CORE_COLLECTIVE_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/core/tensor.h"
+
+namespace dmalab {
+
+class Collective {
+ public:
+  virtual ~Collective() = default;
+
+  // Names the collective in reports and findings, e.g. "ring" or "plugin:persistent_workspace".
+  virtual std::string name() const = 0;
+
+  // Default form: returns, per rank, a fresh output holding the sum. The caller owns it from
+  // then on and returns it with Device::Free; a collective that returns storage it keeps using
+  // is the founding bug, which the checkers must see.
+  virtual absl::StatusOr<std::vector<TensorView>> AllReduce(
+      absl::Span<const TensorView> inputs) = 0;
+  // Explicit form: writes the sum into caller-owned outs; outs[r] == inputs[r] is in place.
+  virtual absl::Status AllReduce(absl::Span<const TensorView> inputs,
+                                 absl::Span<const TensorView> outs) = 0;
+};
+
+// How a collective's failed call is classified. An Aborted status means the collective broke its
+// contract on valid input (e.g. a plugin freed memory it does not own): a finding against it
+// (exit status 1). Any other error means the call was refused: bad input to the tool (exit
+// status 2), as a ring call with a tensor its wire mode cannot carry.
+inline bool IsRefusal(const absl::Status& s) { return !absl::IsAborted(s); }
+
+}  // namespace dmalab
+
+#endif  // DMALAB_COMMON_CORE_COLLECTIVE_H_
