@@ -96,7 +96,7 @@ grep -qx 'expectation: met' "$tmp/out.txt" || fail "met expectation: $(tail -3 "
 # --- the grouped report -------------------------------------------------------------------------
 g=tests/cli/grouped_findings_tp2.yaml
 "$dmalab" replay "$g" --inject=persistent-output --seed=9 --json="$tmp/g.json" > "$tmp/g.txt"
-grep -qx "device=sim fidelity=values world=2 wire=bf16 faults=persistent-output seed=5 steps=10 scheduling_seed=9" "$tmp/g.txt" ||
+grep -qx "collective=ring device=sim fidelity=values world=2 wire=bf16 faults=persistent-output seed=5 steps=10 scheduling_seed=9" "$tmp/g.txt" ||
   fail "header: $(sed -n 2p "$tmp/g.txt")"
 grep -q "^FINDING pointer_alias: step 5 all_reduce 'again' at $g:24:11, iterations 1-3 of 3, rank 0 (3 findings, first shown): live tensors 'r' (made by all_reduce 'first' at $g:19:5) and 'y' (made by all_reduce 'again' at $g:24:11 \[iteration 1/3\]) share bytes \[0x[0-9a-f]*, 0x[0-9a-f]*) on rank(s) 0,1; storage: 'r' rank 0 " "$tmp/g.txt" ||
   fail "pointer_alias line: $(grep pointer_alias "$tmp/g.txt")"
