@@ -1,4 +1,4 @@
-// CudaDevice: the Device interface on real NVIDIA GPUs in one process (DESIGN.md section 6).
+// CudaDevice: the Device interface on real NVIDIA GPUs in one process (docs/design.md section 7).
 //
 // Rank r runs on GPU r * gpus / world: one rank per GPU (peer access enabled between all GPUs
 // in use), or several virtual ranks on one GPU, each with its own allocator, streams and

@@ -17,8 +17,9 @@ struct GpuProperties {
   std::string name;      // e.g. "NVIDIA H200"
   int copy_engines = 0;  // cudaDeviceProp::asyncEngineCount
   int sms = 0;
-  int cuda_runtime = 0;  // cudaRuntimeGetVersion, e.g. 13000
-  int cuda_driver = 0;   // cudaDriverGetVersion
+  int cuda_runtime = 0;                             // cudaRuntimeGetVersion, e.g. 13000
+  int cuda_driver = 0;                              // cudaDriverGetVersion
+  int pci_domain = 0, pci_bus = 0, pci_device = 0;  // cudaDeviceProp::pciDomainID, ...
 };
 
 // CudaDevice::Create(world, gpus).

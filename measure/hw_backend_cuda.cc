@@ -22,6 +22,9 @@ absl::StatusOr<GpuProperties> HwGpuProperties(int ordinal) {
   p.name = prop.name;
   p.copy_engines = prop.asyncEngineCount;
   p.sms = prop.multiProcessorCount;
+  p.pci_domain = prop.pciDomainID;
+  p.pci_bus = prop.pciBusID;
+  p.pci_device = prop.pciDeviceID;
   (void)cudaRuntimeGetVersion(&p.cuda_runtime);
   (void)cudaDriverGetVersion(&p.cuda_driver);
   return p;

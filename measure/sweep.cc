@@ -161,7 +161,8 @@ absl::StatusOr<std::vector<SweepRow>> RunSweep(Device& device, const DeviceClock
   ar_options.graph_cache = o.graph;
   absl::StatusOr<std::unique_ptr<DmaAllReduce>> ar = DmaAllReduce::Create(&device, ar_options);
   if (!ar.ok()) return ar.status();
-  absl::StatusOr<std::unique_ptr<SpeedOfLight>> sol = SpeedOfLight::Create(&device, max_bytes);
+  absl::StatusOr<std::unique_ptr<SpeedOfLight>> sol =
+      SpeedOfLight::Create(&device, max_bytes, /*graphs=*/o.graph);
   if (!sol.ok()) return sol.status();
   absl::StatusOr<SweepBuffers> buffers = AllocateBuffers(device, max_bytes);
   if (!buffers.ok()) return buffers.status();
@@ -200,7 +201,12 @@ absl::StatusOr<std::vector<SweepRow>> RunSweep(Device& device, const DeviceClock
     if (status.ok()) status = measure(in_place, in_place, row.in_place);
     if (!status.ok()) break;
     progress(index, row.bytes, "speed of light");
-    absl::StatusOr<double> sol_us = (*sol)->MeasureUs(row.bytes, clock, o.warmup, o.iters);
+    absl::StatusOr<RingPlan> plan = (*ar)->PlanFor(ins.front());
+    if (!plan.ok()) {
+      status = plan.status();
+      break;
+    }
+    absl::StatusOr<double> sol_us = (*sol)->MeasureUs(*plan, clock, o.warmup, o.iters);
     if (!sol_us.ok()) {
       status = sol_us.status();
       break;

@@ -1,7 +1,8 @@
 // `dmalab sweep`: the DMA ring all-reduce over a range of sizes, timed out of place and in place
 // beside its speed of light (measure/speed_of_light.h), shaped like nccl-tests' all_reduce_perf
-// (DESIGN.md section 7). RunSweep measures on any Device; RunSweepCommand (tools/sweep_command.h)
-// is the command line's entry point (backend choice, table, CSV and JSON files, exit status).
+// (docs/design.md section 8). RunSweep measures on any Device; RunSweepCommand
+// (tools/sweep_command.h) is the command line's entry point (backend choice, table, CSV and JSON
+// files, exit status).
 #ifndef DMALAB_MEASURE_SWEEP_H_
 #define DMALAB_MEASURE_SWEEP_H_
 
@@ -53,7 +54,7 @@ struct SweepRow {
   DType dtype = DType::kBF16;
   WireMode wire = WireMode::kNative;
   SweepTiming out_of_place, in_place;
-  double sol_us = 0;          // speed of light for these bytes
+  double sol_us = 0;          // speed of light: the plan's peer copies alone (speed_of_light.h)
   double sol_busbw_gbps = 0;  // busbw a ring of sol_us would reach
   double pct_sol = 0;         // sol_us / out-of-place time * 100
 };

@@ -1,4 +1,4 @@
-// The shadow fidelity's memory of one rank (DESIGN.md section 5): no payload, only each byte's
+// The shadow fidelity's memory of one rank (docs/design.md section 6): no payload, only each byte's
 // provenance (common/core/provenance.h), plus the values of the 8-byte words that the host or a
 // flag kernel wrote, because flag waits must read them to be scheduled.
 //

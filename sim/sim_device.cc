@@ -127,6 +127,8 @@ absl::Status SimDevice::Free(const MemRef& allocation) {
   const AllocationInfo* info = memory_[allocation.rank].Find(allocation.alloc_id);
   const uint64_t bytes = info ? info->bytes : allocation.bytes;
   if (absl::Status s = memory_[allocation.rank].Free(allocation, context_); !s.ok()) return s;
+  // Long-freed allocations are known by id alone (CheckLifetime); freed_ keeps recent ones.
+  for (uint64_t id : memory_[allocation.rank].TakeDroppedIds()) freed_.erase(id);
   Op op;
   op.kind = OpKind::kFree;
   op.dst = MemRef{allocation.rank, allocation.addr, bytes, allocation.alloc_id};
@@ -147,7 +149,7 @@ absl::StatusOr<EventId> SimDevice::CreateEvent(int rank) {
     return absl::InvalidArgumentError(
         absl::StrFormat("create event: rank is %d; ranks are 0..%d", rank, world_ - 1));
   }
-  events_.push_back(Event{rank, 0, 0, {}});
+  events_.push_back(Event{rank, 0, 0, {}, {}});
   return static_cast<EventId>(events_.size() - 1);
 }
 
@@ -157,10 +159,26 @@ absl::Status SimDevice::Enqueue(StreamId s, Op op, std::string_view label) {
     capture_->ops.push_back(CapturedOp{s, std::move(op), std::string(label)});
     return absl::OkStatus();
   }
-  op.id = static_cast<int64_t>(op_labels_.size());
-  op_labels_.push_back(
-      OpLabel{streams_[s].rank, s,
-              context_.empty() ? std::string(label) : absl::StrFormat("%s %s", context_, label)});
+  op.id = first_op_id_ + static_cast<int64_t>(op_labels_.size());
+  int64_t context = -1;
+  if (!context_.empty()) {
+    if (!context_stored_) {
+      contexts_.push_back(context_);
+      context_stored_ = true;
+    }
+    context = first_context_ + static_cast<int64_t>(contexts_.size()) - 1;
+  }
+  op_labels_.push_back(OpLabel{streams_[s].rank, s, context, InternLabel(label)});
+  while (static_cast<int64_t>(op_labels_.size()) > kOpLabelWindow) {
+    op_labels_.pop_front();
+    ++first_op_id_;
+  }
+  // Contexts older than the oldest kept op's are no longer needed (the current one always is).
+  const int64_t oldest = op_labels_.front().context;
+  while (oldest >= 0 && first_context_ < oldest && contexts_.size() > 1) {
+    contexts_.pop_front();
+    ++first_context_;
+  }
   op.host_clock = host_clock_;
   if (timing_) op.host_us = launching_ ? timing_->now_us() : timing_->Enqueue(TimedKind(op.kind));
   streams_[s].queue.push_back(std::move(op));
@@ -195,6 +213,7 @@ absl::Status SimDevice::WaitEvent(StreamId stream, EventId event) {
   op.kind = OpKind::kWaitEvent;
   op.event = event;
   op.event_seq = events_[event].records;  // CUDA semantics: the latest record at enqueue time
+  if (op.event_seq > 0) ++events_[event].waiting[op.event_seq];
   return Enqueue(stream, std::move(op), absl::StrCat("wait ev", event));
 }
 
@@ -384,16 +403,51 @@ bool SimDevice::Ready(Stream& /*s*/, Op& op) {
   }
 }
 
+int32_t SimDevice::InternLabel(std::string_view label) {
+  auto it = label_ids_.find(label);
+  if (it != label_ids_.end()) return it->second;
+  if (labels_.size() >= kMaxInternedLabels) {
+    // More distinct labels than any run uses; describe the rest alike rather than grow.
+    label = "(label not kept: too many distinct labels)";
+    if (auto full = label_ids_.find(label); full != label_ids_.end()) return full->second;
+  }
+  labels_.emplace_back(label);
+  const int32_t id = static_cast<int32_t>(labels_.size() - 1);
+  label_ids_.emplace(std::string(label), id);
+  return id;
+}
+
+void SimDevice::PruneEventClocks(Event& e) {
+  for (auto it = e.clocks.begin(); it != e.clocks.end() && it->first < e.completed;) {
+    it = e.waiting.count(it->first) > 0 ? std::next(it) : e.clocks.erase(it);
+  }
+}
+
+std::string SimDevice::OpText(const OpLabel& l) const {
+  const std::string& label = labels_[l.label];
+  return l.context < first_context_
+             ? label
+             : absl::StrFormat("%s %s", contexts_[l.context - first_context_], label);
+}
+
 std::string SimDevice::DescribeOp(int64_t op_id) const {
   if (op_id < 0) return "the host";
-  const OpLabel& l = op_labels_[op_id];
-  return absl::StrFormat("rank %d stream '%s' op '%s'", l.rank, streams_[l.stream].name, l.text);
+  if (op_id < first_op_id_) {
+    return absl::StrFormat("op #%d (described only for the last %d ops)", op_id, kOpLabelWindow);
+  }
+  const OpLabel& l = op_labels_[op_id - first_op_id_];
+  return absl::StrFormat("rank %d stream '%s' op '%s'", l.rank, streams_[l.stream].name,
+                         OpText(l));
 }
 
 FindingOp SimDevice::OpOf(int64_t op_id, std::string access) const {
   if (op_id < 0) return FindingOp{-1, "", "host", std::move(access)};
-  const OpLabel& l = op_labels_[op_id];
-  return FindingOp{l.rank, streams_[l.stream].name, l.text, std::move(access)};
+  if (op_id < first_op_id_) {
+    // Older than the label window: known by number only.
+    return FindingOp{-1, "", absl::StrFormat("op #%d", op_id), std::move(access)};
+  }
+  const OpLabel& l = op_labels_[op_id - first_op_id_];
+  return FindingOp{l.rank, streams_[l.stream].name, OpText(l), std::move(access)};
 }
 
 Finding SimDevice::NewFinding(FindingKind kind, int rank, uint64_t lo, uint64_t hi) const {
@@ -436,7 +490,20 @@ void SimDevice::Access(StreamId sid, const Op& op, const MemRef& m, bool write) 
 void SimDevice::CheckLifetime(int64_t op_id, const MemRef& m) {
   if (m.alloc_id == 0) return;
   const AllocationInfo* a = memory_[m.rank].Find(m.alloc_id);
-  if (a == nullptr) return;
+  if (a == nullptr) {
+    if (memory_[m.rank].FreedLongAgo(m.alloc_id)) {
+      Finding f = NewFinding(FindingKind::kUseAfterFree, m.rank, m.addr, m.end());
+      f.mem.alloc_id = m.alloc_id;  // the freed allocation; its tag is no longer kept
+      f.ops = {OpOf(op_id, "")};
+      f.message = absl::StrFormat(
+          "%s: %s uses allocation #%d after it was freed (more than %d frees ago: its tag and "
+          "freeing step are no longer kept)",
+          DescribeMemory(m.rank, m.addr, m.end()), DescribeOp(op_id), m.alloc_id,
+          SimMemory::kFreedRecordsKept);
+      findings_.Add(std::move(f));
+    }
+    return;
+  }
   Finding f = NewFinding(FindingKind::kOutOfBounds, m.rank, m.addr, m.end());
   f.mem.alloc_id = a->id;  // the allocation the view was made from, live or not
   f.alloc_tag = a->tag;
@@ -519,10 +586,18 @@ void SimDevice::Execute(StreamId sid, Op& op) {
       Event& e = events_[op.event];
       e.completed = std::max(e.completed, op.event_seq);
       e.clocks[op.event_seq] = s.clock;
+      PruneEventClocks(e);
       break;
     }
     case OpKind::kWaitEvent:
-      if (op.event_seq > 0) s.clock.Join(events_[op.event].clocks[op.event_seq]);
+      if (op.event_seq > 0) {
+        Event& e = events_[op.event];
+        s.clock.Join(e.clocks[op.event_seq]);
+        if (auto w = e.waiting.find(op.event_seq); w != e.waiting.end() && --w->second == 0) {
+          e.waiting.erase(w);
+        }
+        PruneEventClocks(e);
+      }
       break;
     case OpKind::kFree:
       // Giving the bytes back is a write by the freeing stream: unordered users are reported.

@@ -1,5 +1,5 @@
 // SimDevice: a CPU model of W ranks with memory, streams, events, DMA copies and kernels,
-// executed by a deterministic scheduler and watched by checkers (DESIGN.md section 5).
+// executed by a deterministic scheduler and watched by checkers (docs/design.md section 6).
 //
 // Enqueued work runs when the host synchronizes (Synchronize, Read, Write). Then the scheduler
 // repeatedly picks one stream whose next operation can run and runs it; which one is the
@@ -80,7 +80,10 @@ class SimDevice : public Device {
   absl::Status Synchronize() override;
   absl::Status Write(const MemRef& dst, absl::Span<const uint8_t> bytes) override;
   absl::Status Read(const MemRef& src, absl::Span<uint8_t> bytes) override;
-  void SetContext(std::string_view context) override { context_ = std::string(context); }
+  void SetContext(std::string_view context) override {
+    context_ = std::string(context);
+    context_stored_ = false;
+  }
   bool HoldsValues() const override { return fidelity_ == Fidelity::kValues; }
   // Shadow fidelity only.
   absl::Status WriteShadow(const MemRef& dst, uint64_t content) override;
@@ -151,8 +154,12 @@ class SimDevice : public Device {
     int rank;
     uint64_t records = 0;                    // records enqueued so far
     uint64_t completed = 0;                  // latest record executed
-    std::map<uint64_t, VectorClock> clocks;  // per executed record
+    std::map<uint64_t, VectorClock> clocks;  // per executed record still needed by a wait
+    std::map<uint64_t, int> waiting;         // pending waits per record number
   };
+  // Drops the clocks of records no wait can still read: older than the latest executed record
+  // (later waits name a later one) and not named by a pending wait. Keeps memory flat.
+  static void PruneEventClocks(Event& e);
 
   // A captured graph: each operation with its stream and label, in enqueue order.
   struct CapturedOp {
@@ -208,12 +215,26 @@ class SimDevice : public Device {
   RaceChecker races_;
   FindingLog findings_;
   std::string context_;
+  // Op descriptions, for findings. Memory stays flat in the number of ops: the context of a run
+  // of ops (SetContext) is stored once, labels are interned, and only the last kOpLabelWindow
+  // ops are described in full (older ones by number; findings almost always name recent ops).
+  static constexpr int64_t kOpLabelWindow = int64_t{1} << 20;
+  static constexpr size_t kMaxInternedLabels = size_t{1} << 16;
   struct OpLabel {
     int rank;
     StreamId stream;
-    std::string text;
+    int64_t context;  // index into contexts_ (offset by first_context_), -1 for none
+    int32_t label;    // index into labels_
   };
-  std::vector<OpLabel> op_labels_;
+  int32_t InternLabel(std::string_view label);
+  std::string OpText(const OpLabel& l) const;  // context and label
+  std::deque<OpLabel> op_labels_;  // ops first_op_id_, first_op_id_ + 1, ...
+  int64_t first_op_id_ = 0;
+  std::deque<std::string> contexts_;  // contexts first_context_, ...
+  int64_t first_context_ = 0;
+  bool context_stored_ = false;  // context_ is contexts_.back()
+  std::vector<std::string> labels_;
+  std::map<std::string, int32_t, std::less<>> label_ids_;
   std::set<uint64_t> freed_;  // allocations whose free has executed
   int64_t ops_executed_ = 0;
   int64_t pending_ = 0;

@@ -77,6 +77,14 @@ absl::Status SimMemory::Free(const MemRef& m, std::string_view context) {
   AllocationInfo& info = allocations_.at(m.alloc_id);
   info.live = false;
   info.freed_by = std::string(context);
+  if (freed_ring_.size() < kFreedRecordsKept) {
+    freed_ring_.push_back(m.alloc_id);
+  } else {
+    allocations_.erase(freed_ring_[freed_next_]);
+    dropped_.push_back(freed_ring_[freed_next_]);
+    freed_ring_[freed_next_] = m.alloc_id;
+    freed_next_ = (freed_next_ + 1) % kFreedRecordsKept;
+  }
   bit->second.alloc_id = 0;
   // Coalesce with free neighbours of the same segment.
   auto next = std::next(bit);
@@ -124,6 +132,12 @@ absl::StatusOr<uint8_t*> SimMemory::Bytes(uint64_t addr, uint64_t bytes) {
 const AllocationInfo* SimMemory::Find(uint64_t id) const {
   auto it = allocations_.find(id);
   return it == allocations_.end() ? nullptr : &it->second;
+}
+
+bool SimMemory::FreedLongAgo(uint64_t id) const {
+  const uint64_t first = static_cast<uint64_t>(rank_) + 1;
+  return id >= first && id < next_id_ && (id - first) % static_cast<uint64_t>(world_) == 0 &&
+         allocations_.count(id) == 0;
 }
 
 const AllocationInfo* SimMemory::LiveAt(uint64_t addr) const {

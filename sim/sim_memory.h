@@ -4,11 +4,13 @@
 #ifndef DMALAB_SIM_SIM_MEMORY_H_
 #define DMALAB_SIM_SIM_MEMORY_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -44,7 +46,15 @@ class SimMemory {
   // segment of this rank or the memory holds no payload.
   absl::StatusOr<uint8_t*> Bytes(uint64_t addr, uint64_t bytes);
 
+  // The allocation `id` of this rank, live or freed; null for an id this rank never handed
+  // out, and for one freed so long ago that its record was dropped (FreedLongAgo).
   const AllocationInfo* Find(uint64_t id) const;
+  // Whether `id` is an allocation of this rank whose record was dropped: only the records of
+  // the last kFreedRecordsKept frees are kept, so memory stays flat in the number of calls.
+  bool FreedLongAgo(uint64_t id) const;
+  // Ids whose records were dropped since the last call.
+  std::vector<uint64_t> TakeDroppedIds() { return std::exchange(dropped_, {}); }
+  static constexpr size_t kFreedRecordsKept = size_t{1} << 16;
   // The live allocation whose block covers addr, if any.
   const AllocationInfo* LiveAt(uint64_t addr) const;
 
@@ -73,7 +83,11 @@ class SimMemory {
   std::map<uint64_t, Segment> segments_;            // by start address
   std::map<uint64_t, Block> blocks_;                // by start address
   std::set<std::pair<uint64_t, uint64_t>> free_;    // (bytes, addr), best fit
-  std::map<uint64_t, AllocationInfo> allocations_;  // by id, never erased
+  std::map<uint64_t, AllocationInfo> allocations_;  // by id: live, and the last freed ones
+  // The freed ids whose records are kept: a ring, oldest at freed_next_ once full.
+  std::vector<uint64_t> freed_ring_;
+  size_t freed_next_ = 0;
+  std::vector<uint64_t> dropped_;
 };
 
 }  // namespace dmalab

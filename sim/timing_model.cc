@@ -260,10 +260,15 @@ void TimingModel::Synchronize() {
       rates_stale = false;
     }
     double t_flow = kInf;
+    int first_done = -1;  // the flow that ends at t_flow
     for (int f : flows) {
       const Node& node = batch_[f];
       if (node.rate_gbps > 0) {
-        t_flow = std::min(t_flow, now + node.remaining / (node.rate_gbps * kBytesPerUsPerGbps));
+        const double end = now + node.remaining / (node.rate_gbps * kBytesPerUsPerGbps);
+        if (end < t_flow) {
+          t_flow = end;
+          first_done = f;
+        }
       }
     }
     const double t_event = events.empty() ? kInf : std::get<0>(events.top());
@@ -274,8 +279,12 @@ void TimingModel::Synchronize() {
     if (t_flow <= t_event) {
       std::vector<int> finished, moving;
       for (int f : flows) {
-        // Relative slack: transfers ending together must not leave a sliver of bytes.
-        (batch_[f].remaining <= 1e-9 * batch_[f].work_bytes ? finished : moving).push_back(f);
+        // Relative slack: transfers ending together must not leave a sliver of bytes. The flow
+        // that defined t_flow ends now whatever rounding left of it: at very low rates and late
+        // times, now + remaining / rate can round back to now, and a sliver that never shrinks
+        // would stop the clock for good.
+        const bool done = f == first_done || batch_[f].remaining <= 1e-9 * batch_[f].work_bytes;
+        (done ? finished : moving).push_back(f);
       }
       flows = std::move(moving);
       rates_stale = true;

@@ -1,4 +1,5 @@
-// TimingModel: a discrete-event clock for SimDevice driven by a Topology (DESIGN.md section 5).
+// TimingModel: a discrete-event clock for SimDevice driven by a Topology (docs/design.md section
+// 6).
 //
 // SimDevice tells the model what the host enqueues (each call costs host time) and, as its
 // seeded scheduler executes ops, what each op was and what it waited for. At Synchronize the

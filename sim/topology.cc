@@ -346,7 +346,7 @@ class YamlOut {
     for (absl::string_view part : absl::StrSplit(note->second, '\n')) {
       if (!first) line.clear();
       line.resize(std::max(kColumn, line.size() + 1), ' ');
-      out_ += line + "# " + std::string(part) + "\n";
+      absl::StrAppend(&out_, line, "# ", part, "\n");
       first = false;
     }
   }
@@ -362,7 +362,8 @@ class YamlOut {
       points +=
           absl::StrFormat("%s[%s, %s]", points.empty() ? "" : ", ", Exact(bytes), Exact(fraction));
     }
-    Field(indent, absl::StrFormat("%s.efficiency", path), "efficiency", "[" + points + "]");
+    Field(indent, absl::StrFormat("%s.efficiency", path), "efficiency",
+          absl::StrCat("[", points, "]"));
   }
   std::string Take() { return std::move(out_); }
 
@@ -391,7 +392,7 @@ std::string TopologyYaml(const Topology& t, std::string_view header, const Topol
   if (const int per = UniformRanksPerGpu(t); per > 0) {
     y.Field(0, "ranks_per_gpu", "ranks_per_gpu", absl::StrCat(per));
   } else {
-    y.Field(0, "rank_gpus", "rank_gpus", "[" + absl::StrJoin(t.rank_gpus, ", ") + "]");
+    y.Field(0, "rank_gpus", "rank_gpus", absl::StrCat("[", absl::StrJoin(t.rank_gpus, ", "), "]"));
   }
   y.Field(0, "copy_engines", "copy_engines", absl::StrCat(t.copy_engines));
   y.Field(0, "memory_gbps", "memory_gbps", Exact(t.memory_gbps));
@@ -427,7 +428,7 @@ std::string TopologyYaml(const Topology& t, std::string_view header, const Topol
     }
     std::vector<std::string> names;
     for (int u : t.gpu_uplinks) names.push_back(Scalar(t.uplinks[u].name));
-    y.Field(0, "gpu_uplinks", "gpu_uplinks", "[" + absl::StrJoin(names, ", ") + "]");
+    y.Field(0, "gpu_uplinks", "gpu_uplinks", absl::StrCat("[", absl::StrJoin(names, ", "), "]"));
   }
   y.Line(0, "kernel:", "kernel");
   y.Field(2, "kernel.launch_us", "launch_us", Exact(t.kernel_launch_us));

@@ -1,5 +1,5 @@
-// Topology: the machine a timing model predicts for (DESIGN.md section 5): GPUs and the ranks on
-// them, copy engines, link classes, the shared switches and root complex between GPUs, and the
+// Topology: the machine a timing model predicts for (docs/design.md section 6): GPUs and the ranks
+// on them, copy engines, link classes, the shared switches and root complex between GPUs, and the
 // costs of kernels, flags and host calls. Loaded from scenarios/topologies/*.yaml, whose format
 // scenarios/topologies/README.md documents.
 //

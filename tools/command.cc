@@ -1,6 +1,8 @@
 #include "tools/command.h"
 
-#include <fstream>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 
 #include "absl/strings/str_format.h"
 
@@ -13,11 +15,19 @@ absl::Status CheckCollective(const std::string& name) {
       name));
 }
 
-absl::Status WriteTextFile(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) return absl::UnavailableError(absl::StrFormat("cannot write '%s'", path));
+absl::Status WriteTextFile(const std::string& path, std::string_view text) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) {
+    return absl::PermissionDeniedError(
+        absl::StrFormat("cannot write '%s': %s", path, std::strerror(errno)));
+  }
+  const bool written =
+      std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0;
+  const int error = errno;
+  if (std::fclose(f) != 0 || !written) {
+    return absl::DataLossError(
+        absl::StrFormat("cannot write '%s': %s", path, std::strerror(written ? errno : error)));
+  }
   return absl::OkStatus();
 }
 

@@ -4,6 +4,7 @@
 #define DMALAB_TOOLS_COMMAND_H_
 
 #include <string>
+#include <string_view>
 
 #include "absl/status/status.h"
 
@@ -21,8 +22,9 @@ struct RunFlags {
 // and what is allowed.
 absl::Status CheckCollective(const std::string& name);
 
-// Writes `text` to `path` (replacing it); the error names the path.
-absl::Status WriteTextFile(const std::string& path, const std::string& text);
+// Writes `text` to `path` (replacing it); the error names the path and the reason (a full disk,
+// a directory without write permission).
+absl::Status WriteTextFile(const std::string& path, std::string_view text);
 
 }  // namespace dmalab
 

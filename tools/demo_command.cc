@@ -14,6 +14,7 @@
 #include "common/ring/ring_planner.h"
 #include "common/scenario/report.h"
 #include "sim/sim_device.h"
+#include "tools/host_memory.h"
 #include "tools/progress.h"
 
 namespace dmalab {
@@ -65,6 +66,22 @@ int RunDemoCommand(const DemoCommand& c) {
   opts.pieces = c.pieces;
   opts.faults = *faults;
   opts.wire = *wire;
+  // Refuse sizes that cannot fit before allocating: at the largest size, per rank an input, an
+  // output and the workspace, plus the host's copies (bytes and int64 expected values).
+  const std::vector<uint64_t> sizes = DemoSizes(c.min_bytes, c.max_bytes, c.factor);
+  const uint64_t largest =
+      sizes.back() / DTypeBytes(*dtype) / (world * 8) * static_cast<uint64_t>(world * 8);
+  const long double need =
+      static_cast<long double>(world) *
+      (2.0L * largest * DTypeBytes(*dtype) + DmaAllReduce::WorkspaceBytesPerRank(world, opts) +
+       largest * (8.0L + 2 * DTypeBytes(*dtype)));
+  if (const uint64_t limit = AvailableMemoryBytes(); need > static_cast<long double>(limit)) {
+    return fail(absl::ResourceExhaustedError(absl::StrFormat(
+        "the largest size (-e %s) needs about %s of memory, more than the %s available; use a "
+        "smaller -e or fewer --ranks",
+        DescribeByteSize(c.max_bytes),
+        BytesText(need >= 1.8e19L ? UINT64_MAX : static_cast<uint64_t>(need)), BytesText(limit))));
+  }
   absl::StatusOr<std::unique_ptr<DmaAllReduce>> ar = DmaAllReduce::Create(&dev, opts);
   if (!ar.ok()) return fail(ar.status());
 
@@ -87,7 +104,6 @@ int RunDemoCommand(const DemoCommand& c) {
   json.Key("rows").BeginArray();
   bool failed = false;
   const int esize = DTypeBytes(*dtype);
-  const std::vector<uint64_t> sizes = DemoSizes(c.min_bytes, c.max_bytes, c.factor);
   Progress progress("demo", "sizes", ProgressWanted(c.run.quiet));
   int64_t findings_before = 0;
   for (size_t index = 0; index < sizes.size(); ++index) {

@@ -178,23 +178,27 @@ int Sweep(int argc, const char* const* argv) {
   f.Integer("-n,--iters", &c.n, 1, 1000000, "timed calls per size and mode");
   f.Integer("-w,--warmup_iters", &c.w, 0, 1000000, "untimed calls before them");
   f.Integer("-c,--check", &c.c, 0, 1, "1: one more call on integer inputs, checked");
-  f.Integer("-G,--cudagraph", &c.graph, 0, 1, "1: replay a captured graph per call (hw only)");
+  f.Integer("-G,--cudagraph", &c.graph, 0, 1,
+            "1: replay a captured graph per call (CUDA graphs on hw, simulator graphs on sim)");
   AddDType(f, &c.dtype);
   AddWire(f, &c.wire);
   AddPieces(f, &c.pieces);
   f.Integer<uint64_t>("--seed", &c.seed, 0, kU64Max, "sim: scheduling seed");
   f.Text("--csv", &c.csv, "also write the table as CSV to this path");
+  SweepNcclJsonOption nccl;
+  f.Text("-J,--output_file", &nccl.path,
+         "also write the results as nccl-tests JSON to this path (as all_reduce_perf -J)");
   AddRunFlags(f, c.run);
   if (int rc = f.Parse(argc, argv); rc >= 0) return rc;
-  if (int rc = f.OnlyWith("--backend=hw", c.backend == "hw", {"--gpus", "-G"}); rc >= 0) {
-    return rc;
-  }
+  if (int rc = f.OnlyWith("--backend=hw", c.backend == "hw", {"--gpus"}); rc >= 0) return rc;
   if (int rc =
           f.OnlyWith("--backend=sim", c.backend == "sim", {"--topology", "--seed", "--fidelity"});
       rc >= 0) {
     return rc;
   }
-  return RunSweepCommand(c);
+  nccl.args = {"dmalab"};
+  for (int i = 0; i < argc; ++i) nccl.args.push_back(argv[i]);
+  return RunSweepCommand(c, nccl);
 }
 
 int Calibrate(int argc, const char* const* argv) {

@@ -1,7 +1,8 @@
 #include "tools/npy.h"
 
+#include <cerrno>
 #include <cstdio>
-#include <memory>
+#include <cstring>
 
 #include "absl/strings/str_format.h"
 
@@ -26,17 +27,45 @@ std::string NpyHeader(const std::vector<int64_t>& shape) {
 
 absl::Status WriteNpy(const std::string& path, DType dtype, const std::vector<int64_t>& shape,
                       absl::Span<const uint8_t> bytes) {
+  if (shape.size() > kMaxNpyDims) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("dump: '%s': the tensor has %d dimensions, allowed at most %d (numpy's "
+                        "limit)",
+                        path, shape.size(), kMaxNpyDims));
+  }
   const size_t n = bytes.size() / DTypeBytes(dtype);
   std::vector<float> values(n);
   for (size_t i = 0; i < n; ++i) values[i] = LoadAsFloat(dtype, bytes.data(), i);
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "wb"), &std::fclose);
-  if (!f) return absl::PermissionDeniedError(absl::StrFormat("dump: cannot write '%s'", path));
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) {
+    return absl::PermissionDeniedError(
+        absl::StrFormat("dump: cannot write '%s': %s", path, std::strerror(errno)));
+  }
   const std::string header = NpyHeader(shape);
-  if (std::fwrite(header.data(), 1, header.size(), f.get()) != header.size() ||
-      std::fwrite(values.data(), sizeof(float), n, f.get()) != n) {
-    return absl::DataLossError(absl::StrFormat("dump: short write to '%s'", path));
+  const bool written = std::fwrite(header.data(), 1, header.size(), f) == header.size() &&
+                       std::fwrite(values.data(), sizeof(float), n, f) == n && std::fflush(f) == 0;
+  const int error = errno;
+  // A full disk shows at the flush or the close, not at fwrite.
+  if (std::fclose(f) != 0 || !written) {
+    return absl::DataLossError(absl::StrFormat("dump: cannot write '%s': %s", path,
+                                               std::strerror(written ? errno : error)));
   }
   return absl::OkStatus();
+}
+
+std::string DumpFileName(std::string_view tensor) {
+  std::string out;
+  for (size_t i = 0; i < tensor.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(tensor[i]);
+    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                       c == '_' || c == '-' || (c == '.' && i > 0);
+    if (plain) {
+      out += static_cast<char>(c);
+    } else {
+      absl::StrAppendFormat(&out, "%%%02X", c);
+    }
+  }
+  return out;
 }
 
 }  // namespace dmalab

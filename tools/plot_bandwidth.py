@@ -2,10 +2,16 @@
 """Plots `dmalab sweep` CSVs: bus bandwidth and time against size (docs/bandwidth.md).
 
 usage: /usr/bin/python3 tools/plot_bandwidth.py MEASURED.csv [MEASURED.csv ...]
-           [--sim LABEL=SIM.csv] [--baseline LABEL=BASE.csv] [--title TEXT] --out PREFIX
+           [--sim LABEL=SIM.csv] [--baseline LABEL=BASE.csv] [--ceiling auto|on|off]
+           [--title TEXT] --out PREFIX
 
 Each measured CSV adds its out-of-place busbw and its speed of light (busbw a ring of sol_us
-would reach). --sim adds a simulator sweep's out-of-place busbw as the prediction. --baseline
+would reach). On one GPU (virtual ranks) the bf16 ring cannot pass 4/9 of its speed of light:
+the speed of light counts only the ring's copies, 4(W-1) chunk-sized HBM transfers (2(W-1)
+copies, each read and written), while the ring also adds (3(W-1): two reads, one write) and
+places (2(W-1)) through the same HBM, 9(W-1) in all. That ceiling is drawn for such CSVs
+(--ceiling auto: the CSV's gpus column is 1, ranks > 1 and wire bf16; on: every bf16 CSV, for
+CSVs written before the gpus column; off: never). --sim adds a simulator sweep's out-of-place busbw as the prediction. --baseline
 adds any CSV with a size column (size_bytes or size) and a busbw column (oop_busbw_gbps,
 busbw_gbps or busbw) and optionally a time column (oop_time_us, time_us or time); a column
 named nccl_busbw_gbps in a measured CSV is plotted as an NCCL line too. Writes PREFIX.png and
@@ -25,6 +31,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 SIZE_COLUMNS = ("size_bytes", "size")
 BUSBW_COLUMNS = ("oop_busbw_gbps", "busbw_gbps", "busbw")
 TIME_COLUMNS = ("oop_time_us", "time_us", "time")
+# HBM traffic of the ring's copies over all its traffic on one GPU: 4(W-1) / 9(W-1).
+ONE_GPU_CEILING = 4.0 / 9.0
 
 
 def read_rows(path):
@@ -40,6 +48,20 @@ def column(rows, names, path, required=True):
     if required:
         sys.exit("plot_bandwidth: %s has none of the columns %s" % (path, ", ".join(names)))
     return None
+
+
+def ceiling_busbw(rows, mode):
+    """4/9 of each row's speed-of-light busbw where the one-GPU ceiling applies, else None."""
+    if mode == "off" or not rows or "sol_busbw_gbps" not in rows[0]:
+        return None
+    if any(r.get("wire") != "bf16" for r in rows):
+        return None
+    if mode == "auto":
+        one_gpu = all(r.get("gpus") == "1" and int(r.get("ranks") or 0) > 1 for r in rows)
+        if not one_gpu:
+            return None
+    return [float(r["sol_busbw_gbps"]) * ONE_GPU_CEILING if r["sol_busbw_gbps"] else None
+            for r in rows]
 
 
 def labelled(spec):
@@ -61,6 +83,8 @@ def main():
     p.add_argument("measured", nargs="+", help="dmalab sweep CSVs (hw or sim)")
     p.add_argument("--sim", action="append", default=[], help="LABEL=CSV: simulator prediction")
     p.add_argument("--baseline", action="append", default=[], help="LABEL=CSV: e.g. NCCL")
+    p.add_argument("--ceiling", choices=("auto", "on", "off"), default="auto",
+                   help="draw 4/9 of the speed of light where one GPU holds all ranks")
     p.add_argument("--title", default="DMA ring all-reduce")
     p.add_argument("--out", required=True, help="output prefix: writes PREFIX.png, PREFIX.svg")
     a = p.parse_args()
@@ -80,6 +104,10 @@ def main():
         if sol_bw:
             lines.append((label + " speed of light", sizes, sol_bw,
                           column(rows, ("sol_us",), path, required=False), "--", color))
+        ceiling = ceiling_busbw(rows, a.ceiling)
+        if ceiling:
+            lines.append((label + " one-GPU ceiling: 4/9 of speed of light", sizes, ceiling, None,
+                          ":", color))
         nccl = column(rows, ("nccl_busbw_gbps",), path, required=False)
         if nccl:
             lines.append((label + " NCCL", sizes, nccl,

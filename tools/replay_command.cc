@@ -1,9 +1,10 @@
 #include "tools/replay_command.h"
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 
 #include "absl/strings/str_format.h"
@@ -14,6 +15,7 @@
 #include "common/scenario/report.h"
 #include "common/scenario/scenario_loader.h"
 #include "sim/sim_device.h"
+#include "tools/host_memory.h"
 #include "tools/npy.h"
 #include "tools/progress.h"
 #include "tools/sim_replay.h"
@@ -46,7 +48,7 @@ absl::StatusOr<std::unique_ptr<Device>> MakeDevice(const ReplayCommand& c, Fidel
       absl::StrFormat("--backend is '%s'; allowed: sim, hw", c.backend));
 }
 
-// Writes rank r of tensor `name` as DIR/NAME.rankR.npy.
+// Writes rank r of tensor `name` as DIR/FILE.rankR.npy, FILE = DumpFileName(name).
 absl::Status Dump(Device& device, const std::string& dir, const std::string& name,
                   const std::vector<TensorView>& views) {
   for (size_t r = 0; r < views.size(); ++r) {
@@ -55,7 +57,7 @@ absl::Status Dump(Device& device, const std::string& dir, const std::string& nam
         !s.ok()) {
       return s;
     }
-    const std::string path = absl::StrFormat("%s/%s.rank%d.npy", dir, name, r);
+    const std::string path = absl::StrFormat("%s/%s.rank%d.npy", dir, DumpFileName(name), r);
     if (absl::Status s = WriteNpy(path, views[r].dtype, views[r].shape, bytes); !s.ok()) return s;
   }
   return absl::OkStatus();
@@ -172,9 +174,17 @@ int RunReplayCommand(const ReplayCommand& c) {
   options.faults = *faults;
   options.pieces = c.pieces;
   auto* sim = dynamic_cast<SimDevice*>(device->get());
+  // The simulator holds every rank's memory in this process: refuse a run that cannot fit
+  // rather than die in the allocator.
+  if (sim != nullptr) {
+    options.max_memory_bytes = c.max_memory_bytes.value_or(AvailableMemoryBytes());
+  }
   if (sim != nullptr) options.poll_device_findings = NewFindingsPoller(*sim);
   Progress progress("replay", "steps", ProgressWanted(c.run.quiet));
-  options.progress = [&progress](int64_t done, int64_t total) { progress.Update(done, total); };
+  options.progress = [&progress, &c](int64_t done, int64_t total) {
+    progress.Update(done, total);
+    if (c.progress) c.progress(done, total);
+  };
   Device& dev = **device;
   if (!c.dump_dir.empty()) {
     options.inspect_at_end = [&dev, &c](const std::string& name,
@@ -214,6 +224,9 @@ int RunReplayCommand(const ReplayCommand& c) {
     if (absl::Status s = WriteTextFile(c.run.json, json + "\n"); !s.ok()) {
       return BadInput(absl::StrFormat("--json: %s", s.message()));
     }
+  }
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    return BadInput(absl::StrFormat("cannot write the report to stdout: %s", std::strerror(errno)));
   }
   return report->pass() && expectation_met ? 0 : 1;
 }

@@ -3,6 +3,7 @@
 #define DMALAB_TOOLS_REPLAY_COMMAND_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -22,6 +23,11 @@ struct ReplayCommand {
   int seeds = 0;                   // sim: > 0 replays seeds 1..seeds and reports failing seeds
   bool check_determinism = false;  // sim: replay one seed twice, compare the report bytes
   RunFlags run;                    // --collective, --json (the report), --quiet
+  // sim: refuse a run whose memory need (EstimateReplayMemory) exceeds this many bytes; default
+  // the available physical memory (AvailableMemoryBytes).
+  std::optional<uint64_t> max_memory_bytes;
+  // Called with (steps done, total) during the replay (ReplayOptions::progress); optional.
+  std::function<void(int64_t done, int64_t total)> progress;
 };
 
 // Returns the process exit status: 0 PASS (and the scenario's expectation for these faults, if

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_format.h"
 #include "sim/sim_device.h"
+#include "tools/host_memory.h"
 
 namespace dmalab {
 
@@ -14,6 +15,7 @@ absl::StatusOr<ReplayReport> ReplayOnSim(const Scenario& scenario, const FaultSe
   options.faults = faults;
   options.pieces = pieces;
   options.poll_device_findings = NewFindingsPoller(device);
+  options.max_memory_bytes = AvailableMemoryBytes();
   absl::StatusOr<ReplayReport> report = Replay(scenario, &device, options);
   if (report.ok()) report->scheduling_seed = seed;
   return report;

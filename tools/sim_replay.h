@@ -18,7 +18,8 @@ namespace dmalab {
 // Replays `scenario` on a fresh SimDevice of `fidelity` seeded with `seed` (every scheduling
 // choice), with the
 // simulator's own checkers (races, use after free or reuse, deadlock) polled into the report.
-// An error is bad input (the scenario cannot run, an all-reduce rejects its arguments).
+// An error is bad input (the scenario cannot run, needs more than the available memory, an
+// all-reduce rejects its arguments).
 absl::StatusOr<ReplayReport> ReplayOnSim(const Scenario& scenario, const FaultSet& faults,
                                          uint64_t seed, int pieces = 2,
                                          Fidelity fidelity = Fidelity::kValues);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <memory>
 
@@ -62,9 +63,46 @@ absl::StatusOr<SweepOptions> ParseOptions(const SweepCommand& c) {
   return o;
 }
 
+// "2025-01-31 12:00:00" in local time, as nccl-tests stamps its JSON.
+std::string LocalTime() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&now, &tm);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%d %H:%M:%S", &tm);
+  return text;
+}
+
+// The "# Using devices" lines: this process and host for every rank; the GPU (its CUDA ordinal,
+// PCI address and name) on hardware, the topology's GPU of the rank on the simulator.
+absl::Status DescribeDevices(const SweepCommand& c, const Topology& topology,
+                             SweepContext& context) {
+  char host[256] = "";
+  if (gethostname(host, sizeof(host) - 1) != 0) std::snprintf(host, sizeof(host), "unknown");
+  for (int r = 0; r < c.ranks; ++r) {
+    SweepRankDevice d;
+    d.rank = r;
+    d.pid = static_cast<int>(getpid());
+    d.host = host;
+    if (c.backend == "sim") {
+      d.device = topology.rank_gpus[r];
+      d.bus_id = "sim";
+      d.info = absl::StrFormat("SimDevice, topology %s GPU %d", topology.name, d.device);
+    } else {
+      d.device = r * c.gpus / c.ranks;  // CudaDevice's rank placement
+      absl::StatusOr<GpuProperties> gpu = HwGpuProperties(d.device);
+      if (!gpu.ok()) return gpu.status();
+      d.bus_id = absl::StrFormat("%04x:%02x:%02x", gpu->pci_domain, gpu->pci_bus, gpu->pci_device);
+      d.info = gpu->name;
+    }
+    context.devices.push_back(d);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
-int RunSweepCommand(const SweepCommand& c) {
+int RunSweepCommand(const SweepCommand& c, const SweepNcclJsonOption& nccl) {
   if (absl::Status s = CheckCollective(c.run.collective); !s.ok()) {
     return Fail(absl::InvalidArgumentError(absl::StrCat("--collective: ", s.message())));
   }
@@ -96,9 +134,6 @@ int RunSweepCommand(const SweepCommand& c) {
           "--backend=sim needs --topology=FILE (e.g. scenarios/topologies/h200_virtual_ranks.yaml)"
           ": the timing model predicts the times"));
     }
-    if (options->graph) {
-      return Fail(absl::InvalidArgumentError("-G needs --backend=hw: the simulator has no graphs"));
-    }
     absl::StatusOr<Topology> loaded = LoadTopologyFile(c.topology);
     if (!loaded.ok()) return Fail(loaded.status());
     topology = *std::move(loaded);
@@ -118,6 +153,10 @@ int RunSweepCommand(const SweepCommand& c) {
         absl::StrFormat("--backend is '%s'; allowed sim, hw", c.backend)));
   }
   context.device = device->name();
+  context.gpus = c.backend == "sim" ? topology.gpus : c.gpus;
+  context.args = nccl.args;
+  context.start_time = LocalTime();
+  if (absl::Status s = DescribeDevices(c, topology, context); !s.ok()) return Fail(s);
 
   std::fputs(SweepTableHeader(context).c_str(), stdout);
   std::fflush(stdout);
@@ -134,6 +173,8 @@ int RunSweepCommand(const SweepCommand& c) {
   absl::StatusOr<std::vector<SweepRow>> rows = RunSweep(*device, clock, *options, observer);
   progress.Clear();
   if (!rows.ok()) return Fail(rows.status());
+  context.end_time = LocalTime();
+  std::fputs(SweepTableFooter(context, *rows).c_str(), stdout);
 
   bool failed = false;
   int64_t wrong = 0;
@@ -153,6 +194,11 @@ int RunSweepCommand(const SweepCommand& c) {
   }
   if (!c.run.json.empty()) {
     if (absl::Status s = WriteFile(c.run.json, SweepJson(context, *rows)); !s.ok()) return Fail(s);
+  }
+  if (!nccl.path.empty()) {
+    if (absl::Status s = WriteFile(nccl.path, SweepNcclJson(context, *rows)); !s.ok()) {
+      return Fail(s);
+    }
   }
   std::printf("# status=%s\n", failed ? "FAIL" : "PASS");
   return failed ? 1 : 0;

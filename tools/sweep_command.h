@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "measure/sweep.h"
 #include "tools/command.h"
@@ -33,7 +34,12 @@ struct SweepCommand {
 
 // `dmalab sweep`: prints the table on stdout and writes the files. Exit status: 0, 1 when a
 // result is wrong (or the simulator's checkers report a finding), 2 on bad input or an error.
-int RunSweepCommand(const SweepCommand& command);
+// `nccl` adds nccl-tests' JSON report (all_reduce_perf -J).
+struct SweepNcclJsonOption {
+  std::string path;               // where to write it; empty: not written
+  std::vector<std::string> args;  // the command line, recorded in it
+};
+int RunSweepCommand(const SweepCommand& command, const SweepNcclJsonOption& nccl = {});
 
 }  // namespace dmalab
 

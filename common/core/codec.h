@@ -1,5 +1,5 @@
 // Host reference block codecs (INT8 and OCP FP8 E4M3FN): the exact arithmetic the CUDA quantize
-// and dequantize kernels must reproduce bit for bit (DESIGN.md section 3, "Block format").
+// and dequantize kernels must reproduce bit for bit (docs/design.md section 3, "Block format").
 //
 // A block is 128 consecutive values with one fp32 scale. Every step below is one IEEE 754
 // binary32 operation, rounded to nearest even, with subnormals kept (no flush-to-zero: the

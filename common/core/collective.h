@@ -36,11 +36,11 @@ class Collective {
                                  absl::Span<const TensorView> outs) = 0;
 };
 
-// How a collective's failed call is classified. An Aborted status means the collective broke its
-// contract on valid input (e.g. a plugin freed memory it does not own): a finding against it
-// (exit status 1). Any other error means the call was refused: bad input to the tool (exit
-// status 2), as a ring call with a tensor its wire mode cannot carry.
-inline bool IsRefusal(const absl::Status& s) { return !absl::IsAborted(s); }
+// A failed call's status says whose fault it was (common/scenario/replay.h, IsRejectedArguments):
+// InvalidArgument or FailedPrecondition, the call refused its arguments (bad input, exit status
+// 2); Aborted, the collective broke its contract on valid input, e.g. a plugin freed memory it
+// does not own (a collective_error finding, exit status 1); anything else, the collective
+// failed while executing, e.g. a flag wait timed out (a device_error finding, exit status 1).
 
 }  // namespace dmalab
 

@@ -3,12 +3,24 @@
 #include <cmath>
 
 #include "absl/strings/str_format.h"
+#include "common/core/text_escape.h"
 
 namespace dmalab {
 
 std::string JsonWriter::Quote(std::string_view value) {
   std::string q = "\"";
-  for (char c : value) {
+  for (size_t i = 0; i < value.size(); ++i) {
+    const char c = value[i];
+    const size_t n = Utf8SequenceLength(value, i);
+    if (n == 0) {  // not UTF-8: the replacement character, one per byte
+      q += "\\ufffd";
+      continue;
+    }
+    if (n > 1) {
+      q.append(value.substr(i, n));
+      i += n - 1;
+      continue;
+    }
     switch (c) {
       case '"':
         q += "\\\"";
@@ -106,6 +118,17 @@ JsonWriter& JsonWriter::UInt(uint64_t value) {
   return *this;
 }
 
+std::string JsonWriter::Number(double value) {
+  if (!std::isfinite(value)) return "null";
+  return absl::StrFormat("%.17g", value);
+}
+
+JsonWriter& JsonWriter::Double(double value) {
+  BeforeValue();
+  out_ += Number(value);
+  return *this;
+}
+
 JsonWriter& JsonWriter::Bool(bool value) {
   BeforeValue();
   out_ += value ? "true" : "false";
@@ -115,13 +138,6 @@ JsonWriter& JsonWriter::Bool(bool value) {
 JsonWriter& JsonWriter::Null() {
   BeforeValue();
   out_ += "null";
-  return *this;
-}
-
-JsonWriter& JsonWriter::Double(double value) {
-  if (!std::isfinite(value)) return Null();
-  BeforeValue();
-  out_ += absl::StrFormat("%.9g", value);
   return *this;
 }
 

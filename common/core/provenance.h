@@ -1,6 +1,6 @@
 // Provenance: where each byte of a buffer came from, the currency of the simulator's shadow
-// fidelity (DESIGN.md section 5). A shadow device keeps no payload; for every byte it knows the
-// origin that produced it (a host write of given contents, a kernel of given inputs) and the
+// fidelity (docs/design.md section 6). A shadow device keeps no payload; for every byte it knows
+// the origin that produced it (a host write of given contents, a kernel of given inputs) and the
 // byte's offset within that origin's output. Origins are derived from contents, never from
 // addresses, ranks or scheduling, so two buffers with equal provenance hold equal bits on any
 // values device, and one seed gives the same provenance every run.

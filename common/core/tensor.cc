@@ -1,11 +1,12 @@
 #include "common/core/tensor.h"
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
 namespace dmalab {
 
 std::string ShapeString(const std::vector<int64_t>& shape) {
-  return "[" + absl::StrJoin(shape, ", ") + "]";
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
 }
 
 std::vector<TensorView> ContiguousViews(const std::vector<MemRef>& mems, DType dtype,

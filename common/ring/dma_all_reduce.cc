@@ -81,6 +81,13 @@ std::string DmaAllReduce::name() const {
   return absl::StrFormat("ring(%s)", WireModeName(options_.wire));
 }
 
+uint64_t DmaAllReduce::WorkspaceBytesPerRank(int world, const DmaAllReduceOptions& options) {
+  const SlabLayout slab = LayoutSlab(world, options.max_bytes, options.wire);
+  uint64_t bytes = slab.slab_bytes + uint64_t(slab.num_staging_areas) * slab.staging_area_bytes;
+  if (options.faults.Has(Fault::kPersistentOutput)) bytes += options.max_bytes;
+  return bytes;
+}
+
 absl::Status DmaAllReduce::Init() {
   const SlabLayout slab = LayoutSlab(world_, options_.max_bytes, options_.wire);
   ranks_.resize(world_);

@@ -1,4 +1,4 @@
-// DmaAllReduce: the user API of the copy-engine ring all-reduce (DESIGN.md section 4).
+// DmaAllReduce: the user API of the copy-engine ring all-reduce (docs/design.md section 4).
 //
 // One object serves W ranks of one Device. Each call enqueues the plan on every rank's
 // streams and returns without waiting; results are ordered on each rank's compute stream.
@@ -42,6 +42,9 @@ class DmaAllReduce : public Collective {
   // and events. Fails on bad options.
   static absl::StatusOr<std::unique_ptr<DmaAllReduce>> Create(Device* device,
                                                               const DmaAllReduceOptions& options);
+  // The device memory Create allocates per rank (slab, staging areas, the persistent-output
+  // fault's workspace), before the allocator's rounding; for memory checks made beforehand.
+  static uint64_t WorkspaceBytesPerRank(int world, const DmaAllReduceOptions& options);
   ~DmaAllReduce() override;
   DmaAllReduce(const DmaAllReduce&) = delete;
   DmaAllReduce& operator=(const DmaAllReduce&) = delete;

@@ -1,5 +1,5 @@
 // RingPlanner: a pure function from (world, elems, dtype, pieces, wire mode, max_bytes) to a
-// RingPlan (DESIGN.md section 3).
+// RingPlan (docs/design.md section 3).
 #ifndef DMALAB_COMMON_RING_RING_PLANNER_H_
 #define DMALAB_COMMON_RING_RING_PLANNER_H_
 

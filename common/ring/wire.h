@@ -1,4 +1,4 @@
-// Wire modes: how the ring's payload travels (DESIGN.md section 3).
+// Wire modes: how the ring's payload travels (docs/design.md section 3).
 #ifndef DMALAB_COMMON_RING_WIRE_H_
 #define DMALAB_COMMON_RING_WIRE_H_
 

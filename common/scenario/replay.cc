@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <memory>
 #include <set>
@@ -12,6 +13,7 @@
 #include "common/core/provenance.h"
 #include "common/core/result_checks.h"
 #include "common/plugin/open_collective.h"
+#include "common/ring/dma_all_reduce.h"
 #include "common/scenario/fill.h"
 #include "common/scenario/replay_checks.h"
 
@@ -104,6 +106,7 @@ class Replayer {
   // `name` by value: callers pass keys of live_, which Release erases (fuzzer-found).
   void Release(std::string name, bool at_end);
   absl::Status VerifyRetained();
+  absl::Status CheckBounds() const;
   void CheckAliases();
   void EndRetention(const std::string& name);
   void PollDeviceFindings();
@@ -152,6 +155,68 @@ class Replayer {
   ReplayFindingKind failure_kind_ = ReplayFindingKind::kDeviceError;
 };
 
+// Peak live and retained bytes per rank over the steps, repeats walked until their effect on
+// the live set repeats (at most twice: an iteration leaves every tensor it touches in the state
+// its last step gives it).
+class MemoryWalk {
+ public:
+  explicit MemoryWalk(const Scenario& s) : s_(s) {}
+  void Walk(const std::vector<Step>& steps) {
+    for (const Step& step : steps) {
+      switch (step.kind) {
+        case StepKind::kFill:
+          live_.insert(step.tensor);
+          break;
+        case StepKind::kAdd:
+          live_.insert(step.dst);
+          break;
+        case StepKind::kAllReduce:
+          if (step.form == AllReduceForm::kDefault) live_.insert(step.result);
+          break;
+        case StepKind::kRetain:
+          retained_.insert(step.tensor);
+          break;
+        case StepKind::kUnretain:
+          retained_.erase(step.tensor);
+          break;
+        case StepKind::kRelease:
+          live_.erase(step.tensor);
+          retained_.erase(step.tensor);
+          break;
+        case StepKind::kRepeat:
+          for (int64_t i = 0; i < std::min<int64_t>(step.times, 2); ++i) Walk(step.body);
+          break;
+        case StepKind::kExpectUnchanged:
+        case StepKind::kExpectEqual:
+        case StepKind::kCaptureGraph:  // a graph allocates nothing
+        case StepKind::kLaunchGraph:
+          break;
+      }
+      peak_live_ = std::max(peak_live_, Bytes(live_));
+      peak_retained_ = std::max(peak_retained_, Bytes(retained_));
+    }
+  }
+  uint64_t peak_live() const { return peak_live_; }
+  uint64_t peak_retained() const { return peak_retained_; }
+
+ private:
+  uint64_t Bytes(const std::set<std::string>& names) const {
+    uint64_t b = 0;
+    for (const std::string& n : names) b += s_.FindTensor(n)->bytes();
+    return b;
+  }
+  const Scenario& s_;
+  std::set<std::string> live_, retained_;
+  uint64_t peak_live_ = 0, peak_retained_ = 0;
+};
+
+// a * b + c, saturating.
+uint64_t MulAdd(uint64_t a, uint64_t b, uint64_t c) {
+  constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
+  if (b != 0 && a > kMax / b) return kMax;
+  return a * b > kMax - c ? kMax : a * b + c;
+}
+
 absl::StatusOr<ReplayReport> Replayer::Run() {
   if (d_->world_size() != s_.world) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -169,8 +234,9 @@ absl::StatusOr<ReplayReport> Replayer::Run() {
   r_.faults = o_.faults.ToString();
   r_.seed = seed_;
   r_.retained_mismatches_by_rank.assign(s_.world, 0);
-  total_steps_ = s_.ExpandedStepCount();
   r_.collective = o_.collective;
+  total_steps_ = s_.ExpandedStepCount();
+  if (absl::Status s = CheckBounds(); !s.ok()) return s;
   if (const uint64_t max_bytes = s_.MaxAllReduceBytes(); max_bytes > 0) {
     CollectiveParams params;
     params.max_bytes = max_bytes;
@@ -247,6 +313,31 @@ absl::Status Replayer::Steps(const std::vector<Step>& steps) {
     CheckAliases();
     PollDeviceFindings();
     if (o_.progress) o_.progress(r_.steps_executed, total_steps_);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Replayer::CheckBounds() const {
+  if (o_.max_steps > 0 && total_steps_ > o_.max_steps) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: found %s steps with repeats expanded, allowed at most %d steps in one replay "
+        "(ReplayOptions::max_steps; reduce the repeat counts)",
+        s_.file,
+        total_steps_ == std::numeric_limits<int64_t>::max() ? "more than 2^63"
+                                                            : absl::StrFormat("%d", total_steps_),
+        o_.max_steps));
+  }
+  if (o_.max_memory_bytes > 0 && values_) {
+    const ReplayMemoryNeed need = EstimateReplayMemory(s_, o_);
+    if (need.Total() > o_.max_memory_bytes) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "%s: the replay needs %d bytes (%.1f GiB: %d ranks x (%d bytes of live tensors at the "
+          "peak + %d of all-reduce workspace) + %d on the host for retained snapshots and "
+          "buffers), more than the limit of %d bytes (%.1f GiB)",
+          s_.file, need.Total(), need.Total() / 1073741824.0, need.world,
+          need.tensor_bytes_per_rank, need.workspace_bytes_per_rank, need.host_bytes,
+          o_.max_memory_bytes, o_.max_memory_bytes / 1073741824.0));
+    }
   }
   return absl::OkStatus();
 }
@@ -409,10 +500,14 @@ absl::Status Replayer::AllReduce(const Step& step) {
   rec.form = step.form;
   rec.elems = in.decl->elems();
   rec.bytes = in.decl->bytes();
-  // A refused call is bad input; any other failure is the collective's fault: a finding.
+  // The call's verdict on its arguments is bad input (IsRejectedArguments). A broken contract
+  // (Aborted: e.g. a plugin freeing memory it does not own) is a collective_error finding; any
+  // other error (a flag wait that timed out, a device error) is a failure while executing the
+  // collective under test: a device_error finding. Both stop the replay.
   auto bad_input = [&](const absl::Status& s) {
-    absl::Status located(s.code(), absl::StrFormat("%s: %s", step.Describe(), s.message()));
-    return IsRefusal(s) ? located : CollectiveFailed(located);
+    const absl::Status located(s.code(), absl::StrFormat("%s: %s", step.Describe(), s.message()));
+    if (IsRejectedArguments(s)) return located;
+    return absl::IsAborted(s) ? CollectiveFailed(located) : Failed(located);
   };
   if (step.form == AllReduceForm::kDefault) {
     auto outs = ar_->AllReduce(in.views);
@@ -459,7 +554,7 @@ absl::Status Replayer::CheckOutput(AllReduceRecord rec, const LiveTensor& out) {
                         rec.output, changed, rec.elems, first);
     AddFinding(std::move(f));
   }
-  r_.all_reduces.push_back(std::move(rec));
+  if (++r_.all_reduces_total <= o_.max_all_reduce_records) r_.all_reduces.push_back(std::move(rec));
   return absl::OkStatus();
 }
 
@@ -674,6 +769,37 @@ void Replayer::AddFinding(ReplayFinding f) {
 }
 
 }  // namespace
+
+uint64_t ReplayMemoryNeed::Total() const {
+  return MulAdd(static_cast<uint64_t>(world), PerRank(), host_bytes);
+}
+
+ReplayMemoryNeed EstimateReplayMemory(const Scenario& scenario, const ReplayOptions& options) {
+  ReplayMemoryNeed need;
+  need.world = scenario.world;
+  MemoryWalk walk(scenario);
+  walk.Walk(scenario.steps);
+  need.tensor_bytes_per_rank = walk.peak_live();
+  // The built-in ring's workspace is known; a plugin's own memory is not counted.
+  const uint64_t max_bytes = scenario.MaxAllReduceBytes();
+  if (max_bytes > 0 && options.collective == kRingCollective) {
+    DmaAllReduceOptions ar;
+    ar.max_bytes = max_bytes;
+    ar.wire = scenario.wire;
+    ar.pieces = options.pieces;
+    ar.faults = options.faults;
+    need.workspace_bytes_per_rank = DmaAllReduce::WorkspaceBytesPerRank(scenario.world, ar);
+  }
+  uint64_t largest = 0;
+  for (const auto& [name, t] : scenario.tensors) largest = std::max(largest, t.bytes());
+  need.host_bytes =
+      MulAdd(walk.peak_retained(), static_cast<uint64_t>(scenario.world), MulAdd(largest, 2, 0));
+  return need;
+}
+
+bool IsRejectedArguments(const absl::Status& status) {
+  return absl::IsInvalidArgument(status) || absl::IsFailedPrecondition(status);
+}
 
 absl::StatusOr<ReplayReport> Replay(const Scenario& scenario, Device* device,
                                     const ReplayOptions& options) {

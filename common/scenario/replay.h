@@ -1,6 +1,6 @@
 // The replay engine: executes a Scenario on any Device through any Collective (the built-in DMA
 // ring by default, or a plugin: common/plugin/open_collective.h) and checks, after
-// every step, the invariants a transformer relies on (DESIGN.md sections 1 and 5):
+// every step, the invariants a transformer relies on (docs/design.md sections 1 and 5):
 //   - retained values: every retained tensor is compared, element by element on every rank,
 //     with the snapshot taken when it was retained;
 //   - no pointer alias: no two live tensors share a byte of storage on any rank (byte intervals,
@@ -30,6 +30,10 @@
 
 namespace dmalab {
 
+// The default bound on the steps of one replay (ReplayOptions::max_steps): 10^7 steps, hours of
+// values-fidelity replay; the shipped scenarios take a few hundred.
+inline constexpr int64_t kDefaultMaxReplaySteps = 10000000;
+
 struct ReplayOptions {
   // The collective under test: "ring" (the built-in DMA ring) or a plugin's shared library
   // (common/plugin/open_collective.h), with its options text.
@@ -50,7 +54,34 @@ struct ReplayOptions {
   // Optional: called after the last step for every tensor still live (name, one view per rank),
   // before the replay frees them; an error ends the replay with that error.
   std::function<absl::Status(const std::string&, const std::vector<TensorView>&)> inspect_at_end;
+
+  // Bound on work: a scenario whose step count, repeats expanded (Scenario::ExpandedStepCount,
+  // computed before anything runs, saturating instead of overflowing), exceeds max_steps is
+  // refused as bad input. 0: no bound.
+  int64_t max_steps = kDefaultMaxReplaySteps;
+  // Bound on memory, bytes: when > 0 and the device holds values, a scenario whose
+  // EstimateReplayMemory(...).Total() exceeds it is refused as bad input before anything is
+  // allocated. Meant for the simulator, which holds every rank's memory in this process (dmalab
+  // replay sets it to the available physical memory). 0: no check.
+  uint64_t max_memory_bytes = 0;
+  // All-reduce records kept in the report (ReplayReport::all_reduces); later ones are only
+  // counted, so memory stays flat in the number of calls.
+  int64_t max_all_reduce_records = 10000;
 };
+
+// The memory a values-fidelity replay of a scenario needs, computed from the scenario alone.
+struct ReplayMemoryNeed {
+  int world = 0;
+  uint64_t tensor_bytes_per_rank = 0;     // peak over the steps of the live tensors' bytes
+  uint64_t workspace_bytes_per_rank = 0;  // the all-reduce's slab and staging (DmaAllReduce)
+  uint64_t host_bytes = 0;  // snapshots of retained tensors (every rank) and read buffers
+
+  uint64_t PerRank() const { return tensor_bytes_per_rank + workspace_bytes_per_rank; }
+  // Everything, as the simulator holds it: every rank's memory and the host's, in one process.
+  // Saturates at UINT64_MAX.
+  uint64_t Total() const;
+};
+ReplayMemoryNeed EstimateReplayMemory(const Scenario& scenario, const ReplayOptions& options);
 
 enum class ReplayFindingKind {
   kPointerAlias,      // two live tensors overlap on a rank
@@ -138,7 +169,8 @@ struct ReplayReport {
   std::string faults;  // FaultSet::ToString()
   uint64_t seed = 0;   // the fill seed (the scenario's unless ReplayOptions::seed)
   int64_t steps_executed = 0;
-  std::vector<AllReduceRecord> all_reduces;
+  std::vector<AllReduceRecord> all_reduces;  // the first ReplayOptions::max_all_reduce_records
+  int64_t all_reduces_total = 0;
 
   std::vector<ReplayFinding> findings;  // the first ReplayOptions::max_findings
   int64_t findings_total = 0;  // every finding, including device findings the device did not keep
@@ -167,9 +199,17 @@ struct ReplayReport {
   bool pass() const { return findings_total == 0; }
 };
 
+// Whether an error of an all-reduce call is the call rejecting its arguments (InvalidArgument,
+// FailedPrecondition: DmaAllReduce's validation), which is bad input. Every other error of the
+// call (DeadlineExceeded from a flag wait that timed out, Internal or Unavailable from the
+// device, ...) is the collective under test failing while it executes: a finding.
+bool IsRejectedArguments(const absl::Status& status);
+
 // Replays `scenario` on `device`, whose world size must equal the scenario's. Returns an error
-// (bad input: exit status 2 in tools) when the scenario cannot run on this device or an
-// all-reduce call rejects its arguments; failures while executing are findings in the report.
+// (bad input: exit status 2 in tools) when the scenario cannot run on this device, exceeds
+// max_steps or max_memory_bytes, or an all-reduce call rejects its arguments
+// (IsRejectedArguments). Failures while executing, a timeout or device error of an all-reduce
+// call included, are findings in the report (kDeviceError: the replay stops there; FAIL).
 absl::StatusOr<ReplayReport> Replay(const Scenario& scenario, Device* device,
                                     const ReplayOptions& options);
 

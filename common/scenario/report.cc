@@ -5,6 +5,7 @@
 #include "common/core/hash.h"
 #include "common/core/json_writer.h"
 #include "common/core/version.h"
+#include "common/core/text_escape.h"
 
 namespace dmalab {
 
@@ -59,14 +60,16 @@ std::string FormatRanks(const std::vector<int>& ranks) {
   return absl::StrFormat("%s %s", ranks.size() == 1 ? "rank" : "ranks", FormatRanges(ranges));
 }
 
+// Step descriptions, names and details come from the scenario file: escaped, as everywhere in
+// the report.
 std::string FormatFindingGroup(const FindingGroup& g) {
   const ReplayFinding& f = g.first;
   std::string where;
   if (f.step_index == 0) {
-    where = f.step_desc;
+    where = EscapeText(f.step_desc);
   } else if (f.iterations > 0) {
     where = absl::StrFormat(
-        "step %d %s, %s %s of %d", f.step_index, f.step_desc,
+        "step %d %s, %s %s of %d", f.step_index, EscapeText(f.step_desc),
         g.iteration_ranges.size() == 1 &&
                 g.iteration_ranges[0].first == g.iteration_ranges[0].second
             ? "iteration"
@@ -74,16 +77,16 @@ std::string FormatFindingGroup(const FindingGroup& g) {
         FormatRanges(g.iteration_ranges) + (g.iteration_ranges_truncated ? ",..." : ""),
         f.iterations);
   } else {
-    where = absl::StrFormat("step %d %s", f.step_index, f.step_desc);
+    where = absl::StrFormat("step %d %s", f.step_index, EscapeText(f.step_desc));
   }
-  std::string line = absl::StrFormat("FINDING %s: %s, %s", f.checker, where, FormatRanks(g.ranks));
+  std::string line = absl::StrFormat("FINDING %s: %s, %s", EscapeText(f.checker), where, FormatRanks(g.ranks));
   if (g.count > 1)
     absl::StrAppendFormat(&line, " (%s findings, first shown)", WithThousands(g.count));
-  absl::StrAppendFormat(&line, ": %s", f.detail);
+  absl::StrAppendFormat(&line, ": %s", EscapeText(f.detail));
   if (!f.storage.empty()) {
     std::vector<std::string> storage;
     for (const StorageRef& s : f.storage) {
-      storage.push_back(absl::StrFormat("'%s' %s", s.tensor, FormatStorage(s.mem)));
+      storage.push_back(absl::StrFormat("'%s' %s", EscapeText(s.tensor), FormatStorage(s.mem)));
     }
     absl::StrAppendFormat(&line, "; storage: %s", absl::StrJoin(storage, "; "));
   }
@@ -111,20 +114,29 @@ std::string ErrorSummaryLine(const ReplayReport& r) {
 
 std::string FormatReportText(const ReplayReport& r) {
   std::string out;
-  absl::StrAppendFormat(&out, "scenario %s (%s)\n", r.scenario, r.file);
+  // Names, labels and paths come from the scenario file: escaped (common/core/text_escape.h), so
+  // that no line of the report can be forged by what a file holds.
+  const auto esc = [](std::string_view text) { return EscapeText(text); };
+  absl::StrAppendFormat(&out, "scenario %s (%s)\n", esc(r.scenario), esc(r.file));
   absl::StrAppendFormat(
       &out, "collective=%s device=%s fidelity=%s world=%d wire=%s faults=%s seed=%d steps=%d%s\n",
-      r.collective.empty() ? "none" : r.collective, r.device, r.fidelity, r.world, r.wire, r.faults,
-      r.seed, r.steps_executed,
+      r.collective.empty() ? "none" : esc(r.collective), r.device, r.fidelity, r.world, r.wire,
+      r.faults, r.seed, r.steps_executed,
       r.scheduling_seed ? absl::StrFormat(" scheduling_seed=%d", *r.scheduling_seed) : "");
   for (const AllReduceRecord& a : r.all_reduces) {
     absl::StrAppendFormat(&out, "step %d %s: %s -> %s (%s) %s elems %s bytes hash=%s%s\n",
-                          a.step_index, a.step, a.input, a.output, AllReduceFormName(a.form),
-                          WithThousands(a.elems), WithThousands(static_cast<int64_t>(a.bytes)),
-                          OutputHash(r, a.hash), a.rank_consistent ? "" : " RANKS DIFFER");
+                          a.step_index, esc(a.step), esc(a.input), esc(a.output),
+                          AllReduceFormName(a.form), WithThousands(a.elems),
+                          WithThousands(static_cast<int64_t>(a.bytes)), OutputHash(r, a.hash),
+                          a.rank_consistent ? "" : " RANKS DIFFER");
   }
   for (const FindingGroup& g : r.groups) out += FormatFindingGroup(g) + "\n";
   out += ErrorSummaryLine(r) + "\n";
+  if (r.all_reduces_total > static_cast<int64_t>(r.all_reduces.size())) {
+    absl::StrAppendFormat(
+        &out, "... and %s more all-reduces\n",
+        WithThousands(r.all_reduces_total - static_cast<int64_t>(r.all_reduces.size())));
+  }
   absl::StrAppendFormat(&out, "retained_mismatches counts rank %d's copy of each retained tensor",
                         r.retained_rank);
   bool ranks_differ = false;
@@ -207,6 +219,7 @@ std::string FormatReportJson(const ReplayReport& r) {
     w.EndObject();
   }
   w.EndArray();
+  w.Key("all_reduces_total").Int(r.all_reduces_total);
   w.Key("findings").BeginArray();
   for (const ReplayFinding& f : r.findings) WriteFindingJson(w, f);
   w.EndArray();

@@ -1,6 +1,7 @@
 #include "common/scenario/scenario.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "absl/strings/str_format.h"
 
@@ -80,10 +81,17 @@ void MaxAllReduceBytesOf(const Scenario& s, const std::vector<Step>& steps, uint
   }
 }
 
+// Saturates at INT64_MAX: repeats nest without limit, their product may not fit.
 int64_t CountSteps(const std::vector<Step>& steps) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   int64_t n = 0;
   for (const Step& step : steps) {
-    n += step.kind == StepKind::kRepeat ? step.times * CountSteps(step.body) : 1;
+    int64_t k = 1;
+    if (step.kind == StepKind::kRepeat) {
+      const int64_t body = CountSteps(step.body);
+      k = body != 0 && step.times > kMax / body ? kMax : step.times * body;
+    }
+    n = k > kMax - n ? kMax : n + k;
   }
   return n;
 }

@@ -141,7 +141,7 @@ struct Scenario {
   const TensorDecl* FindTensor(std::string_view name) const;
   // The largest tensor that is all-reduced, in bytes (0 if none); sizes DmaAllReduce.
   uint64_t MaxAllReduceBytes() const;
-  // Number of steps a replay executes, repeats expanded.
+  // Number of steps a replay executes, repeats expanded; INT64_MAX when it does not fit.
   int64_t ExpandedStepCount() const;
 };
 

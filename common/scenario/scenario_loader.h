@@ -9,6 +9,8 @@
 #ifndef DMALAB_COMMON_SCENARIO_SCENARIO_LOADER_H_
 #define DMALAB_COMMON_SCENARIO_SCENARIO_LOADER_H_
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -17,10 +19,19 @@
 
 namespace dmalab {
 
-// Parses YAML text; `file_name` is used in error messages and as Scenario::file.
+// Bounds on what a scenario file may make the loader do; each is a located error beyond it.
+// The shipped scenarios are a few KB, a few thousand nodes and 10 levels deep.
+inline constexpr size_t kMaxScenarioFileBytes = size_t{4} << 20;  // 4 MiB of text
+// YAML nodes, counted as often as they are reached: an alias counts its anchor's nodes again.
+inline constexpr int64_t kMaxScenarioNodes = 100000;
+inline constexpr int kMaxScenarioDepth = 64;  // lists and maps within lists and maps
+
+// Parses YAML text (one document; anchors and aliases are allowed, a cycle of aliases is an
+// error); `file_name` is used in error messages and as Scenario::file.
 absl::StatusOr<Scenario> ParseScenario(std::string_view yaml, std::string_view file_name);
 
-// Reads and parses a file. A file that cannot be read is a NotFound error naming the path.
+// Reads and parses a file. A file that cannot be read is a NotFound error naming the path; a
+// directory, or a file longer than kMaxScenarioFileBytes (read no further), is InvalidArgument.
 absl::StatusOr<Scenario> LoadScenarioFile(const std::string& path);
 
 }  // namespace dmalab

@@ -9,11 +9,14 @@
 #include <map>
 #include <string>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/core/hash.h"
+#include "common/ring/dma_all_reduce.h"
 #include "common/scenario/fill.h"
 #include "common/scenario/replay_expectations.h"
 #include "common/scenario/report.h"
@@ -187,6 +190,161 @@ steps:
   EXPECT_EQ(r.findings[1].rank, 1);
   EXPECT_EQ(r.findings[1].elems, 64);
   EXPECT_EQ(r.findings[1].step_index, 3);
+}
+
+// Issue 15, item 11: total work is bounded before anything runs, with overflow-safe counts.
+TEST(ReplayTest, WorkBeyondTheStepBoundIsRefusedBeforeRunning) {
+  auto scenario = ParseScenario(
+      "world: 2\ntensors: {x: [64]}\nsteps:\n  - fill: {tensor: x}\n"
+      "  - repeat: {times: 1000000, steps: [{repeat: {times: 1000000, steps: [{repeat: {times: "
+      "1000000, steps: [{all_reduce: {input: x, in_place: true}}]}}]}}]}\n",
+      "t.yaml");
+  ASSERT_TRUE(scenario.ok()) << scenario.status();
+  SimDevice device(2, 1);
+  auto report = Replay(*scenario, &device, ReplayOptions{});
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(report.status().message(),
+            "t.yaml: found 1000000000000000001 steps with repeats expanded, allowed at most "
+            "10000000 steps in one replay (ReplayOptions::max_steps; reduce the repeat counts)");
+  EXPECT_EQ(device.ops_executed(), 0);
+  // One more level: 10^24 steps saturate the count.
+  auto deeper = ParseScenario(
+      "world: 2\ntensors: {x: [64]}\nsteps:\n  - fill: {tensor: x}\n"
+      "  - repeat: {times: 1000000, steps: [{repeat: {times: 1000000, steps: [{repeat: {times: "
+      "1000000, steps: [{repeat: {times: 1000000, steps: [{fill: {tensor: x}}]}}]}}]}}]}\n",
+      "t.yaml");
+  ASSERT_TRUE(deeper.ok()) << deeper.status();
+  ReplayOptions options;
+  options.max_steps = 5;
+  EXPECT_EQ(Replay(*deeper, &device, options).status().message(),
+            "t.yaml: found more than 2^63 steps with repeats expanded, allowed at most 5 steps in "
+            "one replay (ReplayOptions::max_steps; reduce the repeat counts)");
+}
+
+TEST(ReplayTest, ProgressCountsEveryStepOfTheExpandedTotal) {
+  auto scenario = ParseScenario(
+      "world: 2\ntensors: {x: [64], y: [64]}\nsteps:\n  - fill: {tensor: x}\n"
+      "  - repeat: {times: 3, steps: [{all_reduce: {input: x, result: y}}, {release: y}]}\n",
+      "t.yaml");
+  ASSERT_TRUE(scenario.ok()) << scenario.status();
+  SimDevice device(2, 1);
+  ReplayOptions options;
+  std::vector<std::pair<int64_t, int64_t>> calls;
+  options.progress = [&](int64_t done, int64_t total) { calls.emplace_back(done, total); };
+  auto report = Replay(*scenario, &device, options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  std::vector<std::pair<int64_t, int64_t>> want;
+  for (int64_t i = 0; i <= 7; ++i) want.emplace_back(i, 7);
+  EXPECT_EQ(calls, want);
+}
+
+// Issue 15, item 3: the memory a values replay needs is computed from the scenario and checked
+// before anything is allocated.
+TEST(ReplayTest, MemoryNeedIsCheckedBeforeAllocating) {
+  // x and y live together (2 x 2 GiB per rank) with s (1 KiB), which is retained.
+  auto scenario = ParseScenario(
+      "world: 4\ntensors: {x: [1073741824], y: [1073741824], s: [512]}\nsteps:\n"
+      "  - fill: {tensor: s}\n  - retain: s\n  - fill: {tensor: x}\n"
+      "  - all_reduce: {input: x, result: y}\n  - release: y\n  - release: x\n",
+      "t.yaml");
+  ASSERT_TRUE(scenario.ok()) << scenario.status();
+  ReplayOptions options;
+  const ReplayMemoryNeed need = EstimateReplayMemory(*scenario, options);
+  EXPECT_EQ(need.world, 4);
+  EXPECT_EQ(need.tensor_bytes_per_rank, 2 * (uint64_t{2} << 30) + 1024);
+  DmaAllReduceOptions ar;
+  ar.max_bytes = uint64_t{2} << 30;
+  EXPECT_EQ(need.workspace_bytes_per_rank, DmaAllReduce::WorkspaceBytesPerRank(4, ar));
+  EXPECT_GT(need.workspace_bytes_per_rank, 0u);
+  // The snapshot of s on every rank, and two read buffers of the largest tensor.
+  EXPECT_EQ(need.host_bytes, 4 * 1024 + 2 * (uint64_t{2} << 30));
+  EXPECT_EQ(need.Total(), 4 * need.PerRank() + need.host_bytes);
+
+  SimDevice device(4, 1);
+  options.max_memory_bytes = uint64_t{1} << 30;
+  auto report = Replay(*scenario, &device, options);
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(report.status().message(),
+            absl::StrFormat("t.yaml: the replay needs %d bytes (%.1f GiB: 4 ranks x (%d bytes of "
+                            "live tensors at the peak + %d of all-reduce workspace) + %d on the "
+                            "host for retained snapshots and buffers), more than the limit of "
+                            "1073741824 bytes (1.0 GiB)",
+                            need.Total(), need.Total() / 1073741824.0, need.tensor_bytes_per_rank,
+                            need.workspace_bytes_per_rank, need.host_bytes));
+  EXPECT_EQ(device.ops_executed(), 0);
+  // The persistent-output fault's workspace counts too.
+  options.faults.Add(Fault::kPersistentOutput);
+  EXPECT_EQ(EstimateReplayMemory(*scenario, options).workspace_bytes_per_rank,
+            need.workspace_bytes_per_rank + (uint64_t{2} << 30));
+}
+
+// Issue 15, item 4: a long run keeps a bounded report.
+TEST(ReplayTest, AllReduceRecordsAreBoundedAndCounted) {
+  auto scenario = ParseScenario(
+      "world: 2\ntensors: {x: [64], y: [64]}\nsteps:\n  - fill: {tensor: x}\n"
+      "  - repeat: {times: 25, steps: [{all_reduce: {input: x, in_place: true}}]}\n",
+      "t.yaml");
+  ASSERT_TRUE(scenario.ok()) << scenario.status();
+  SimDevice device(2, 1, Fidelity::kShadow);
+  ReplayOptions options;
+  options.max_all_reduce_records = 10;
+  auto report = Replay(*scenario, &device, options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->all_reduces.size(), 10u);
+  EXPECT_EQ(report->all_reduces_total, 25);
+  EXPECT_EQ(report->all_reduces.back().step_index, 11);
+}
+
+// Issue 15, item 14: on the GPU a flag wait that times out (or any device error) while the
+// collective under test runs surfaces at its next call. That is a finding of the code under test
+// (FAIL, exit 1, summary printed), not bad input. Here a simulator whose 7th flag wait fails as
+// CudaDevice's timed-out wait does.
+class TimingOutDevice : public SimDevice {
+ public:
+  TimingOutDevice(int world, int fail_at) : SimDevice(world, 1), fail_at_(fail_at) {}
+  absl::Status WaitFlag(StreamId stream, const MemRef& expected, const MemRef& flag,
+                        std::string_view label) override {
+    if (++waits_ >= fail_at_) {
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "rank 1 stream flag: wait '%s' timed out after 10 s: flag=3 expected=4", label));
+    }
+    return SimDevice::WaitFlag(stream, expected, flag, label);
+  }
+
+ private:
+  int fail_at_;
+  int waits_ = 0;
+};
+
+TEST(ReplayTest, ADeviceErrorOfTheCollectiveIsAFindingNotBadInput) {
+  // W=3 decode: every default result is released before the next all-reduce.
+  auto scenario = ParseScenario(
+      "world: 3\ntensors: {h: [48], o: [48]}\nsteps:\n  - fill: {tensor: h, kind: int}\n"
+      "  - repeat: {times: 4, steps: [{all_reduce: {input: h, result: o}}, {release: o}]}\n",
+      "decode.yaml");
+  ASSERT_TRUE(scenario.ok()) << scenario.status();
+  TimingOutDevice device(3, 7);
+  ReplayOptions options;
+  options.faults.Add(Fault::kPersistentOutput);
+  auto report = Replay(*scenario, &device, options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_FALSE(report->pass());
+  ASSERT_FALSE(report->findings.empty());
+  const ReplayFinding& f = report->findings.back();
+  EXPECT_EQ(f.kind, ReplayFindingKind::kDeviceError);
+  EXPECT_THAT(f.detail, ::testing::StartsWith("all_reduce at decode.yaml:5:33: all_reduce: rank "));
+  EXPECT_THAT(f.detail, HasSubstr("timed out after 10 s: flag=3 expected=4"));
+  // The replay stopped at that call: fewer than the 9 steps ran.
+  EXPECT_LT(report->steps_executed, 9);
+  const std::string text = FormatReportText(*report);
+  EXPECT_THAT(text, HasSubstr("FINDING device_error: step "));
+  EXPECT_THAT(text, ::testing::EndsWith("status=FAIL\n"));
+  // Arguments the call rejects stay bad input.
+  EXPECT_TRUE(IsRejectedArguments(absl::InvalidArgumentError("x")));
+  EXPECT_TRUE(IsRejectedArguments(absl::FailedPreconditionError("x")));
+  EXPECT_FALSE(IsRejectedArguments(absl::DeadlineExceededError("x")));
+  EXPECT_FALSE(IsRejectedArguments(absl::InternalError("x")));
+  EXPECT_FALSE(IsRejectedArguments(absl::UnavailableError("x")));
 }
 
 TEST(ReplayTest, WorldMismatchIsBadInput) {

@@ -2,13 +2,17 @@
 // devices and tools must reproduce exactly.
 #include "common/scenario/report.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/core/hash.h"
 #include "common/core/json_writer.h"
+#include "common/core/text_escape.h"
 #include "common/core/version.h"
 #include "common/scenario/fill.h"
 #include "gtest/gtest.h"
@@ -165,6 +169,79 @@ TEST(FillTest, LargeFillsAreFast) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_LT(seconds, 1.0);  // about 0.05 s on one idle core
+}
+
+// Issue 15, items 9 and 10: names and labels come from files; the text report must not let
+// them start a line, and JSON must stay valid whatever bytes they hold.
+TEST(TextEscapeTest, ControlCharactersAndInvalidUtf8AreEscaped) {
+  EXPECT_EQ(EscapeText("plain name_1.x"), "plain name_1.x");
+  EXPECT_EQ(EscapeText("a\nstatus=PASS"), "a\\nstatus=PASS");
+  EXPECT_EQ(EscapeText("t\tr\r\\"), "t\\tr\\r\\\\");
+  EXPECT_EQ(EscapeText(std::string("a\0b\x01\x7f", 5)), "a\\x00b\\x01\\x7f");
+  EXPECT_EQ(EscapeText("caf\xc3\xa9"), "caf\xc3\xa9");                // U+00E9 kept
+  EXPECT_EQ(EscapeText("\xe2\x82\xac"), "\xe2\x82\xac");              // U+20AC kept
+  EXPECT_EQ(EscapeText("\xf0\x9f\x98\x80"), "\xf0\x9f\x98\x80");      // U+1F600 kept
+  EXPECT_EQ(EscapeText("\xc2\x85"), "\\xc2\\x85");                    // U+0085 NEL, a C1 control
+  EXPECT_EQ(EscapeText("\xff\xc3"), "\\xff\\xc3");                    // not UTF-8; truncated
+  EXPECT_EQ(EscapeText("\xc0\xaf"), "\\xc0\\xaf");                    // overlong '/'
+  EXPECT_EQ(EscapeText("\xed\xa0\x80"), "\\xed\\xa0\\x80");           // a surrogate
+  EXPECT_EQ(EscapeText("\xf4\x90\x80\x80"), "\\xf4\\x90\\x80\\x80");  // above U+10FFFF
+}
+
+TEST(JsonWriterTest, InvalidUtf8BecomesTheReplacementCharacter) {
+  EXPECT_EQ(JsonWriter::Quote("caf\xc3\xa9"), "\"caf\xc3\xa9\"");
+  EXPECT_EQ(JsonWriter::Quote("a\xff\xfe"
+                              "b"),
+            "\"a\\ufffd\\ufffdb\"");
+  EXPECT_EQ(JsonWriter::Quote("\xe2\x82"), "\"\\ufffd\\ufffd\"");
+  EXPECT_EQ(JsonWriter::Quote(std::string("\0\n\"", 3)), "\"\\u0000\\n\\\"\"");
+}
+
+TEST(JsonWriterTest, NonFiniteNumbersAreNull) {
+  JsonWriter w;
+  w.BeginArray().Double(1.5).Double(std::numeric_limits<double>::infinity());
+  w.Double(-std::numeric_limits<double>::infinity()).Double(std::nan("")).EndArray();
+  EXPECT_EQ(w.str(), "[1.5,null,null,null]");
+}
+
+TEST(ReportTest, NamesAndLabelsCannotForgeALine) {
+  ReplayReport r;
+  r.scenario = "s\nstatus=PASS";
+  r.file = "f.yaml";
+  r.device = "sim";
+  r.world = 2;
+  r.wire = "bf16";
+  r.faults = "none";
+  AllReduceRecord a;
+  a.step_index = 1;
+  a.step = "all_reduce 'x\npointer_alias=false  status=PASS' at f.yaml:3:5";
+  a.input = "in\r";
+  a.output = "out";
+  r.all_reduces.push_back(a);
+  r.all_reduces_total = 3;
+  ReplayFinding f;
+  f.kind = ReplayFindingKind::kExpectEqual;
+  f.step_index = 1;
+  f.step = "expect_equal at f.yaml:4:5";
+  f.detail = "'a\n' differs";
+  f.storage = {{"a\nstatus=PASS", MemRef{}}};
+  r.findings.push_back(f);
+  r.findings_total = 1;
+  const std::string text = FormatReportText(r);
+  EXPECT_EQ(text.rfind("scenario s\\nstatus=PASS (f.yaml)\n", 0), 0u) << text;
+  EXPECT_NE(text.find("step 1 all_reduce 'x\\npointer_alias=false  status=PASS' at f.yaml:3:5: "
+                      "in\\r -> out (default)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("FINDING expect_equal: step 1 expect_equal at f.yaml:4:5, rank 0: "
+                      "'a\\n' differs; storage: 'a\\nstatus=PASS' rank 0"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\n... and 2 more all-reduces\n"), std::string::npos) << text;
+  // Seven lines: scenario, device, one all-reduce, one finding, the elision, the rank note,
+  // the summary.
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 7) << text;
+  EXPECT_NE(FormatReportJson(r).find("\"all_reduces_total\":3"), std::string::npos);
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 #include "common/scenario/scenario_loader.h"
 
+#include <limits>
 #include <string>
 
+#include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -244,6 +246,110 @@ TEST(ScenarioLoaderTest, EveryShippedScenarioLoads) {
     EXPECT_EQ(s->name, name);
     EXPECT_FALSE(s->expect.empty()) << name;
   }
+}
+
+// Issue 15 (a reliability probe), items 1, 2, 12 and 13: inputs that crashed, exhausted memory or
+// gave unclear messages are located errors now.
+TEST(ScenarioLoaderTest, AnAliasCycleIsALocatedError) {
+  // Was endless recursion in the step walk (SIGSEGV).
+  EXPECT_EQ(ErrorOf("world: 4\ntensors: {x: [64]}\nsteps: &s\n  - repeat: {times: 2, steps: *s}\n"),
+            "t.yaml:4:13: field 'steps[0].repeat.steps': found an alias to a list or map that "
+            "contains the alias (a cycle), allowed aliases to nodes outside themselves");
+}
+
+TEST(ScenarioLoaderTest, AliasExpansionIsBounded) {
+  // 8^6 * 4 fills from a few hundred bytes: was bad_alloc after gigabytes.
+  std::string yaml = "world: 2\ntensors: {x: [64]}\na: &a [{fill: x}";
+  for (int i = 1; i < 8; ++i) yaml += ", {fill: x}";
+  yaml += "]\n";
+  for (char level = 'b'; level <= 'f'; ++level) {
+    absl::StrAppendFormat(&yaml, "%c: &%c [", level, level);
+    for (int i = 0; i < 8; ++i) absl::StrAppendFormat(&yaml, "%s*%c", i ? ", " : "", level - 1);
+    yaml += "]\n";
+  }
+  yaml += "steps: [*f, *f, *f, *f]\n";
+  const std::string error = ErrorOf(yaml);
+  EXPECT_THAT(error, ::testing::StartsWith("t.yaml:"));
+  EXPECT_THAT(error, HasSubstr(": found more than 100000 YAML nodes once aliases are expanded, "
+                               "allowed at most 100000 (every use of an alias counts its "
+                               "anchor's nodes again)"));
+  // Anchors go where the format has a field: a top-level key of their own is unknown.
+  EXPECT_EQ(ErrorOf("world: 2\ntensors: {x: [64]}\ns: &s [{fill: x}, {release: x}]\n"
+                    "steps: [{repeat: {times: 2, steps: *s}}, {repeat: {times: 3, steps: *s}}]\n"),
+            "t.yaml:3:1: field 's': found an unknown field, allowed fields name, description, "
+            "world, dtype, wire, seed, topology, shapes, tensors, steps, expect");
+  // Shared, acyclic aliases within the bound are fine: the same step list twice.
+  auto s = ParseScenario(
+      "world: 2\ntensors: {x: [64]}\nsteps:\n  - repeat: {times: 2, steps: &s [{fill: {tensor: "
+      "x}}, {release: x}]}\n  - repeat: {times: 3, steps: *s}\n",
+      "t.yaml");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->ExpandedStepCount(), 10);
+}
+
+TEST(ScenarioLoaderTest, TooDeepNestingHasItsOwnMessage) {
+  // 80 nested lists: the 63rd inside 'steps' (column 8 + 63) is the 65th level.
+  const std::string deep =
+      "world: 2\ntensors: {x: [64]}\nsteps: " + std::string(80, '[') + std::string(80, ']') + "\n";
+  std::string path = "steps";
+  for (int i = 0; i < 63; ++i) path += "[0]";
+  EXPECT_EQ(ErrorOf(deep), "t.yaml:3:71: field '" + path +
+                               "': found lists and maps nested more than 64 deep, allowed at "
+                               "most 64 levels of nesting");
+  // Deeper than yaml-cpp's own parser limit (2000): the same message, not "invalid YAML".
+  const std::string deeper = "world: 2\ntensors: {x: [64]}\nsteps: " + std::string(3000, '[') +
+                             std::string(3000, ']') + "\n";
+  const std::string error = ErrorOf(deeper);
+  EXPECT_THAT(error, ::testing::StartsWith("t.yaml:3:"));
+  EXPECT_THAT(error, ::testing::EndsWith(": field '(document)': found lists and maps nested more "
+                                         "than 64 deep, allowed at most 64 levels of nesting"));
+}
+
+TEST(ScenarioLoaderTest, ASecondDocumentIsAnError) {
+  EXPECT_EQ(ErrorOf("world: 2\ntensors: {x: [64]}\nsteps: [{fill: x}]\n---\nworld: 3\n"),
+            "t.yaml:5:1: field '(document)': found a second YAML document, allowed one document "
+            "per scenario file");
+  // A leading document marker is one document.
+  EXPECT_EQ(ErrorOf("---\nworld: 2\ntensors: {x: [64]}\nsteps: [{fill: {tensor: x}}]\n"), "OK");
+}
+
+TEST(ScenarioLoaderTest, ANonScalarKeyIsALocatedError) {
+  EXPECT_EQ(ErrorOf("world: 2\ntensors: {x: [64]}\nsteps: [{fill: x}]\n? [a, b]\n: 1\n"),
+            "t.yaml:4:3: field '(document)': found a key that is a list, allowed scalar keys only");
+  // Was silently the tensor named "".
+  EXPECT_EQ(ErrorOf("world: 2\ntensors: {[a]: [64]}\nsteps: [{fill: x}]\n"),
+            "t.yaml:2:11: field 'tensors': found a key that is a list, allowed scalar keys only");
+}
+
+TEST(ScenarioLoaderTest, InputSizeIsCapped) {
+  EXPECT_EQ(ErrorOf(std::string(kMaxScenarioFileBytes + 1, '#')),
+            "t.yaml:1:1: field '(document)': found 4194305 bytes, allowed a scenario of at most "
+            "4194304 bytes");
+  // An endless file is read no further than the cap.
+  auto s = LoadScenarioFile("/dev/zero");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.status().message(),
+            "/dev/zero: found more than 4194304 bytes, allowed a scenario file of at most "
+            "4194304 bytes");
+}
+
+TEST(ScenarioLoaderTest, ADirectoryIsNamedAsSuch) {
+  auto s = LoadScenarioFile("scenarios");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.status().message(), "scenarios: is a directory, allowed a scenario file");
+}
+
+TEST(ScenarioLoaderTest, ExpandedStepCountSaturates) {
+  // 1 + 10^6^4 steps do not fit in int64 (was signed overflow).
+  auto s = ParseScenario(
+      "world: 2\ntensors: {x: [64]}\nsteps:\n  - fill: {tensor: x}\n"
+      "  - repeat: {times: 1000000, steps: [{repeat: {times: 1000000, steps: [{repeat: {times: "
+      "1000000, steps: [{repeat: {times: 1000000, steps: [{fill: {tensor: x}}]}}]}}]}}]}\n",
+      "t.yaml");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->ExpandedStepCount(), std::numeric_limits<int64_t>::max());
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "tests/fuzz/fuzz_scenario.h"
 
 #include <set>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -26,6 +27,9 @@ class ByteReader {
 };
 
 constexpr int kTensors = 4;
+// Bounds on scenarios given as text (DecodeFuzzScenario).
+constexpr int64_t kMaxTextSteps = 2000;
+constexpr uint64_t kMaxTextBytes = uint64_t{64} << 20;
 constexpr int kMaxSteps = 12;
 constexpr const char* kWires[] = {"bf16", "i8",        "i8_ring", "i8_a2a",
                                   "e4m3", "e4m3_ring", "e4m3_a2a"};
@@ -112,8 +116,15 @@ class StepWriter {
 }  // namespace
 
 FuzzScenario DecodeFuzzScenario(const uint8_t* data, size_t size) {
-  ByteReader in(data, size);
   FuzzScenario fs;
+  constexpr std::string_view kYamlPrefix = "world:";
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  if (text.substr(0, kYamlPrefix.size()) == kYamlPrefix) {
+    fs.yaml = std::string(text);
+    fs.from_text = true;
+    return fs;
+  }
+  ByteReader in(data, size);
   const int world = 2 + in.Pick(3);
   const int wire = in.Pick(8) < 4 ? 0 : in.Pick(7);
   const char* dtype = wire == 0 ? kDtypes[in.Pick(3)] : "bf16";
@@ -142,6 +153,15 @@ FuzzScenario DecodeFuzzScenario(const uint8_t* data, size_t size) {
 int64_t ReplayFuzzScenario(const FuzzScenario& fs) {
   absl::StatusOr<Scenario> scenario = ParseScenario(fs.yaml, "fuzz.yaml");
   if (!scenario.ok()) return -1;
+  if (fs.from_text) {
+    // Scenario text is not made small by construction: replay only what fits the fuzzer's
+    // budget of work and memory.
+    uint64_t bytes = 0;
+    for (const auto& [name, t] : scenario->tensors) bytes += t.bytes();
+    if (scenario->ExpandedStepCount() > kMaxTextSteps || bytes > kMaxTextBytes / scenario->world) {
+      return -1;
+    }
+  }
   SimDevice device(scenario->world, fs.seed);
   ReplayOptions options;
   options.faults = fs.faults;

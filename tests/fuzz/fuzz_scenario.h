@@ -1,6 +1,8 @@
 // Decodes arbitrary bytes into a small, mostly valid scenario for the replay fuzzer: world 2..4,
 // tiny shapes, a handful of steps that keep track of which tensors are live and retained, and a
-// set of injected faults. Deterministic: the same bytes give the same scenario.
+// set of injected faults. Deterministic: the same bytes give the same scenario. An input that
+// begins with "world:" is scenario text instead, replayed as it is (no faults) when it is small
+// enough; so the corpus can hold hand-written scenarios and regression inputs.
 #ifndef DMALAB_TESTS_FUZZ_FUZZ_SCENARIO_H_
 #define DMALAB_TESTS_FUZZ_FUZZ_SCENARIO_H_
 
@@ -17,6 +19,7 @@ struct FuzzScenario {
   FaultSet faults;    // injected into the replay
   uint64_t seed = 1;  // simulator scheduling seed
   int pieces = 1;
+  bool from_text = false;  // the input was scenario text (it begins with "world:")
 };
 
 FuzzScenario DecodeFuzzScenario(const uint8_t* data, size_t size);

@@ -29,7 +29,7 @@ Bytes RandomTensor(std::mt19937_64& rng, DType dtype, int64_t elems) {
   return v;
 }
 
-// The ring's arithmetic (DESIGN.md section 3): chunk c is summed along the ring starting at
+// The ring's arithmetic (docs/design.md section 3): chunk c is summed along the ring starting at
 // rank c (c, c+1, ..., c+W-1 mod W), rounded to the dtype after every hop. fp32 adds of two
 // non-NaN values commute exactly, so the order of the two terms within a hop does not matter.
 Bytes RingExpected(DType dtype, const std::vector<Bytes>& inputs, int64_t elems) {

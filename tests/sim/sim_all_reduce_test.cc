@@ -284,6 +284,26 @@ TEST(SimCheckersTest, UseAfterFreeAndUseAfterReuseNameTheAllocation) {
               HasSubstr("now belong to allocation #5 'reused'"));
 }
 
+// Issue 15, item 4: the records of freed allocations are bounded (the last 65,536 frees per
+// rank), so a long run's memory stays flat; a use of an allocation freed before that is still a
+// use after free, named by id.
+TEST(SimCheckersTest, AUseOfAnAllocationFreedLongAgoIsStillReported) {
+  SimDevice dev(2, 1);
+  MemRef a = *dev.Allocate(0, 1024, "activation");
+  MemRef dst = *dev.Allocate(0, 1024, "dst");
+  ASSERT_TRUE(dev.Free(a).ok());
+  for (size_t i = 0; i < SimMemory::kFreedRecordsKept; ++i) {
+    ASSERT_TRUE(dev.Free(*dev.Allocate(0, 4096, "churn")).ok());
+  }
+  ASSERT_TRUE(dev.Synchronize().ok());
+  ASSERT_TRUE(dev.Copy(dev.ComputeStream(0), dst, a, "stale copy").ok());
+  ASSERT_TRUE(dev.Synchronize().ok());
+  ASSERT_EQ(dev.findings().Count(FindingKind::kUseAfterFree), 1) << dev.findings().ToString();
+  EXPECT_THAT(dev.findings().findings()[0].message,
+              HasSubstr("op 'stale copy' uses allocation #1 after it was freed (more than 65536 "
+                        "frees ago: its tag and freeing step are no longer kept)"));
+}
+
 TEST(SimCheckersTest, AWaitThatCanNeverBeSatisfiedIsADeadlockNotAHang) {
   SimDevice dev(2, 1);
   MemRef words = *dev.Allocate(1, 16, "flags");
