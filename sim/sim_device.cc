@@ -436,8 +436,7 @@ std::string SimDevice::DescribeOp(int64_t op_id) const {
     return absl::StrFormat("op #%d (described only for the last %d ops)", op_id, kOpLabelWindow);
   }
   const OpLabel& l = op_labels_[op_id - first_op_id_];
-  return absl::StrFormat("rank %d stream '%s' op '%s'", l.rank, streams_[l.stream].name,
-                         OpText(l));
+  return absl::StrFormat("rank %d stream '%s' op '%s'", l.rank, streams_[l.stream].name, OpText(l));
 }
 
 FindingOp SimDevice::OpOf(int64_t op_id, std::string access) const {

@@ -29,6 +29,8 @@ std::string_view ReplayFindingKindName(ReplayFindingKind kind) {
       return "rank_inconsistent";
     case ReplayFindingKind::kExpectEqual:
       return "expect_equal";
+    case ReplayFindingKind::kWrongSum:
+      return "wrong_sum";
     case ReplayFindingKind::kFreeFailed:
       return "free_failed";
     case ReplayFindingKind::kDeviceError:
@@ -83,6 +85,54 @@ struct CapturedGraph {
 struct DeviceFailure {
   absl::Status status;
 };
+
+// Adds `f` to its group in r.groups (group_of: step_id + signature -> index), a new group while
+// fewer than kMaxGroups exist, else counts it in groups_not_kept. Fills an empty signature from
+// the checker and the tensors.
+void AddToGroups(ReplayReport& r, std::map<std::string, size_t>& group_of, ReplayFinding& f) {
+  if (f.checker.empty()) f.checker = std::string(ReplayFindingKindName(f.kind));
+  if (f.step_desc.empty()) f.step_desc = f.step;
+  if (f.signature.empty()) {  // the replay's own checks: the check and the tensors it names
+    f.signature = f.checker;
+    for (const StorageRef& s : f.storage) absl::StrAppend(&f.signature, "|", s.tensor);
+    // A failure of the collective or the device says what failed where (a rank that hung, the
+    // ranks that timed out waiting for it): each is its own finding.
+    if (f.kind == ReplayFindingKind::kDeviceError ||
+        f.kind == ReplayFindingKind::kCollectiveError) {
+      absl::StrAppend(&f.signature, "|", f.detail);
+    }
+  }
+  // Without a place in the file (findings assembled outside Replay), the step's ordinal.
+  const std::string key = f.step_id.empty() ? absl::StrCat("#", f.step_index, "|", f.signature)
+                                            : absl::StrCat(f.step_id, "|", f.signature);
+  auto it = group_of.find(key);
+  if (it == group_of.end() && r.groups.size() >= ReplayReport::kMaxGroups) {
+    ++r.groups_not_kept;
+    return;
+  }
+  if (it == group_of.end()) {
+    it = group_of.emplace(key, r.groups.size()).first;
+    FindingGroup g;
+    g.first = f;
+    r.groups.push_back(std::move(g));
+  }
+  FindingGroup& g = r.groups[it->second];
+  ++g.count;
+  if (!std::binary_search(g.ranks.begin(), g.ranks.end(), f.rank)) {
+    g.ranks.insert(std::upper_bound(g.ranks.begin(), g.ranks.end(), f.rank), f.rank);
+  }
+  if (f.iteration > 0) {
+    auto& ranges = g.iteration_ranges;
+    if (!ranges.empty() && f.iteration >= ranges.back().first &&
+        f.iteration <= ranges.back().second + 1) {
+      ranges.back().second = std::max(ranges.back().second, f.iteration);
+    } else if (ranges.size() < FindingGroup::kMaxRanges) {
+      ranges.emplace_back(f.iteration, f.iteration);
+    } else {
+      g.iteration_ranges_truncated = true;
+    }
+  }
+}
 
 class Replayer {
  public:
@@ -732,38 +782,7 @@ ReplayFinding Replayer::NewFinding(ReplayFindingKind kind, int rank) const {
 
 void Replayer::AddFinding(ReplayFinding f) {
   ++r_.findings_total;
-  if (f.signature.empty()) {  // the replay's own checks: the check and the tensors it names
-    f.signature = f.checker;
-    for (const StorageRef& s : f.storage) absl::StrAppend(&f.signature, "|", s.tensor);
-  }
-  const std::string key = absl::StrCat(f.step_id, "|", f.signature);
-  auto it = group_of_.find(key);
-  if (it == group_of_.end() && r_.groups.size() >= ReplayReport::kMaxGroups) {
-    ++r_.groups_not_kept;
-  } else {
-    if (it == group_of_.end()) {
-      it = group_of_.emplace(key, r_.groups.size()).first;
-      FindingGroup g;
-      g.first = f;
-      r_.groups.push_back(std::move(g));
-    }
-    FindingGroup& g = r_.groups[it->second];
-    ++g.count;
-    if (!std::binary_search(g.ranks.begin(), g.ranks.end(), f.rank)) {
-      g.ranks.insert(std::upper_bound(g.ranks.begin(), g.ranks.end(), f.rank), f.rank);
-    }
-    if (f.iteration > 0) {
-      auto& ranges = g.iteration_ranges;
-      if (!ranges.empty() && f.iteration >= ranges.back().first &&
-          f.iteration <= ranges.back().second + 1) {
-        ranges.back().second = std::max(ranges.back().second, f.iteration);
-      } else if (ranges.size() < FindingGroup::kMaxRanges) {
-        ranges.emplace_back(f.iteration, f.iteration);
-      } else {
-        g.iteration_ranges_truncated = true;
-      }
-    }
-  }
+  AddToGroups(r_, group_of_, f);
   if (static_cast<int64_t>(r_.findings.size()) < o_.max_findings)
     r_.findings.push_back(std::move(f));
 }
@@ -804,6 +823,13 @@ bool IsRejectedArguments(const absl::Status& status) {
 absl::StatusOr<ReplayReport> Replay(const Scenario& scenario, Device* device,
                                     const ReplayOptions& options) {
   return Replayer(scenario, device, options).Run();
+}
+
+void GroupFindings(ReplayReport& report) {
+  report.groups.clear();
+  report.groups_not_kept = 0;
+  std::map<std::string, size_t> group_of;
+  for (ReplayFinding& f : report.findings) AddToGroups(report, group_of, f);
 }
 
 }  // namespace dmalab

@@ -88,6 +88,8 @@ enum class ReplayFindingKind {
   kRetainedMismatch,  // a retained tensor's bits changed on a rank
   kRankInconsistent,  // an all-reduce output differs from rank 0's on a rank
   kExpectEqual,       // expect_equal found differing elements on a rank
+  kWrongSum,          // an all-reduce of exact integers differs from their exact sum on a rank
+                      // (checked by the PyTorch harness, python/dmalab/torch)
   kFreeFailed,        // Device::Free refused a released tensor's storage
   kDeviceError,       // the device failed while executing; the replay stopped
   kDeviceChecker,     // the device's own checker reported something (poll_device_findings)
@@ -95,8 +97,8 @@ enum class ReplayFindingKind {
                       // the replay stopped
 };
 
-// "pointer_alias", "retained_mismatch", "rank_inconsistent", "expect_equal", "free_failed",
-// "device_error", "device_checker", "collective_error".
+// "pointer_alias", "retained_mismatch", "rank_inconsistent", "expect_equal", "wrong_sum",
+// "free_failed", "device_error", "device_checker", "collective_error".
 std::string_view ReplayFindingKindName(ReplayFindingKind kind);
 
 // Storage a finding involves: a tensor's view on one rank.
@@ -204,6 +206,11 @@ struct ReplayReport {
 // call (DeadlineExceeded from a flag wait that timed out, Internal or Unavailable from the
 // device, ...) is the collective under test failing while it executes: a finding.
 bool IsRejectedArguments(const absl::Status& status);
+
+// Rebuilds report.groups (and groups_not_kept) from report.findings, as Replay groups them: for a
+// report assembled outside Replay (the PyTorch harness, python/dmalab/torch). A finding without
+// a checker gets ReplayFindingKindName(kind); without a step_id, it groups by step_index.
+void GroupFindings(ReplayReport& report);
 
 // Replays `scenario` on `device`, whose world size must equal the scenario's. Returns an error
 // (bad input: exit status 2 in tools) when the scenario cannot run on this device, exceeds

@@ -4,8 +4,8 @@
 #include "absl/strings/str_join.h"
 #include "common/core/hash.h"
 #include "common/core/json_writer.h"
-#include "common/core/version.h"
 #include "common/core/text_escape.h"
+#include "common/core/version.h"
 
 namespace dmalab {
 
@@ -79,7 +79,8 @@ std::string FormatFindingGroup(const FindingGroup& g) {
   } else {
     where = absl::StrFormat("step %d %s", f.step_index, EscapeText(f.step_desc));
   }
-  std::string line = absl::StrFormat("FINDING %s: %s, %s", EscapeText(f.checker), where, FormatRanks(g.ranks));
+  std::string line =
+      absl::StrFormat("FINDING %s: %s, %s", EscapeText(f.checker), where, FormatRanks(g.ranks));
   if (g.count > 1)
     absl::StrAppendFormat(&line, " (%s findings, first shown)", WithThousands(g.count));
   absl::StrAppendFormat(&line, ": %s", EscapeText(f.detail));

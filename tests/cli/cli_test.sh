@@ -58,7 +58,16 @@ expect_exit 2 "dmalab replay: FILE is required" -- replay
 expect_exit 2 "--gpus means nothing without --backend=hw; drop it or add --backend=hw" -- replay "$scenario" --gpus=2
 expect_exit 2 "--seed means nothing without --backend=sim" -- replay "$scenario" --backend=hw --seed=3
 expect_exit 2 "--topology means nothing without --backend=sim" -- sweep --backend=hw --topology=x
-expect_exit 2 "-G means nothing without --backend=hw" -- sweep -G 1
+# -G works on the simulator too (simulator graphs); -J writes nccl-tests' JSON with the command.
+"$dmalab" sweep --backend=sim --topology=scenarios/topologies/h200_virtual_ranks.yaml --ranks=4 \
+  -b 64K -e 128K -n 1 -w 1 -G 1 -J "$tmp/nccl.json" -q > "$tmp/graph_sweep.txt" 2>&1 ||
+  fail "sweep -G 1 on the simulator: $(tail -3 "$tmp/graph_sweep.txt")"
+/usr/bin/python3 - "$tmp/nccl.json" <<'PY' || fail "sweep -J: $(head -c 400 "$tmp/nccl.json")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["args"][:2] == ["dmalab", "sweep"] and "-G" in d["args"], d["args"]
+assert len(d["results"]) == 2, d["results"]
+PY
 expect_exit 2 "--seed: value 'abc' is not an integer; allowed: 0 to 18446744073709551615" -- replay "$scenario" --seed=abc
 expect_exit 2 "--seed: value '-1' is not an integer; allowed: 0 to 18446744073709551615" -- demo --seed=-1
 expect_exit 2 "--seed: value '18446744073709551616' is out of range; allowed: 0 to 18446744073709551615" -- demo --seed=18446744073709551616

@@ -227,6 +227,7 @@ TEST(ReportTest, NamesAndLabelsCannotForgeALine) {
   f.storage = {{"a\nstatus=PASS", MemRef{}}};
   r.findings.push_back(f);
   r.findings_total = 1;
+  GroupFindings(r);  // the report prints groups; the step becomes the group's description
   const std::string text = FormatReportText(r);
   EXPECT_EQ(text.rfind("scenario s\\nstatus=PASS (f.yaml)\n", 0), 0u) << text;
   EXPECT_NE(text.find("step 1 all_reduce 'x\\npointer_alias=false  status=PASS' at f.yaml:3:5: "
@@ -238,9 +239,10 @@ TEST(ReportTest, NamesAndLabelsCannotForgeALine) {
             std::string::npos)
       << text;
   EXPECT_NE(text.find("\n... and 2 more all-reduces\n"), std::string::npos) << text;
-  // Seven lines: scenario, device, one all-reduce, one finding, the elision, the rank note,
-  // the summary.
-  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 7) << text;
+  EXPECT_NE(text.find("\nERROR SUMMARY: 1 finding (1 distinct)\n"), std::string::npos) << text;
+  // Eight lines: scenario, header, one all-reduce, one finding, the error summary, the elision,
+  // the rank note, the summary.
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 8) << text;
   EXPECT_NE(FormatReportJson(r).find("\"all_reduces_total\":3"), std::string::npos);
 }
 

@@ -33,6 +33,7 @@ TEST(SimGraphTest, ALaunchReplaysTheCapturedCopyOnTheNewContents) {
   SimDevice d(2, /*seed=*/1);
   MemRef src = *d.Allocate(0, 64, "src");
   MemRef dst = *d.Allocate(1, 64, "dst");
+  ASSERT_TRUE(d.Write(dst, Bytes(64, 0)).ok());
   const StreamId s0 = d.ComputeStream(0);
   absl::StatusOr<GraphId> g = d.CaptureGraph([&] { return d.Copy(s0, dst, src, "send"); });
   ASSERT_TRUE(g.ok()) << g.status();
@@ -126,6 +127,7 @@ TEST(SimGraphTest, ALaunchAfterItsBufferWasFreedIsAUseAfterFree) {
       d.CaptureGraph([&] { return d.Copy(d.ComputeStream(0), dst, src, "send"); });
   ASSERT_TRUE(g.ok()) << g.status();
   ASSERT_TRUE(d.Free(dst).ok());
+  ASSERT_TRUE(d.Synchronize().ok());  // the free has run before the launch
   ASSERT_TRUE(d.LaunchGraph(*g).ok());
   ASSERT_TRUE(d.Synchronize().ok());
   EXPECT_EQ(d.findings().Count(FindingKind::kUseAfterFree), 1) << d.findings().ToString();

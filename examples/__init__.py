@@ -1,0 +1,1 @@
+"""Example code for dmalab (importable from the repository root)."""

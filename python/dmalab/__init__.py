@@ -1,0 +1,39 @@
+"""dmalab from Python: the scenario loader, fills, hashes and reports of the C++ library.
+
+The compiled part, ``dmalab._core``, is built by the project's CMake into ``<build>/python/dmalab``;
+with ``PYTHONPATH=python:<build>/python`` both halves import as one package.
+"""
+
+import pkgutil
+
+__path__ = pkgutil.extend_path(__path__, __name__)
+
+try:
+    from dmalab._core import (  # noqa: F401
+        ScenarioError,
+        ReplayReport,
+        AllReduceRecord,
+        ReplayFinding,
+        StorageRef,
+        MemRef,
+        load_scenario,
+        parse_scenario,
+        fill_key,
+        fill_step_seed,
+        fill_into,
+        exact_integer_limit,
+        dtype_bytes,
+        xxh64,
+        hash_string,
+        summary_line,
+        format_report_text,
+        format_report_json,
+        with_thousands,
+        compare_with_expectation,
+    )
+except ImportError as e:  # pragma: no cover - depends on the build
+    raise ImportError(
+        "dmalab._core is not built or not on the path: build it with "
+        "'cmake --build build --target dmalab_python_core' (needs python3-pybind11 and "
+        "python3-dev) and put build/python on PYTHONPATH next to python/ (" + str(e) + ")"
+    ) from e

@@ -1,0 +1,300 @@
+"""`python3 -m dmalab.torch check`: replays a scenario against a user's torch collective.
+
+The parent loads the scenario with the C++ loader (bad input: exit 2 with the loader's located
+message), starts W worker processes (dmalab.torch.worker), follows their progress on one pipe
+each, and assembles the report that rank 0 merges step by step. The text and JSON reports and the
+summary line come from the C++ formatter (common/scenario/report.h), so they read exactly as
+`dmalab replay`'s. A rank that raises is reported with its exception; a rank that makes no
+progress within the step timeout is reported as hung; either way every worker is killed and the
+report ends FAIL (exit 1), within about timeout + grace seconds of the stall.
+"""
+
+import datetime
+import importlib
+import json
+import os
+import selectors
+import subprocess
+import sys
+import time
+
+import dmalab
+
+MAX_FINDINGS = 64  # as ReplayOptions::max_findings
+
+
+def _check_spec(spec):
+    """None when module:factory names a callable; the reason otherwise."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        return (f"--collective is '{spec}'; allowed module:factory, "
+                "e.g. examples.torch.persistent_workspace:make")
+    try:
+        obj = importlib.import_module(module_name)
+    except Exception as e:  # noqa: BLE001 - any import failure is bad input
+        return f"--collective {spec}: cannot import module '{module_name}': {type(e).__name__}: {e}"
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            return f"--collective {spec}: module '{module_name}' has no attribute '{attr}'"
+        obj = getattr(obj, part)
+    if not callable(obj):
+        return f"--collective {spec}: '{attr}' is not callable"
+    return None
+
+
+class _Rank:
+
+    def __init__(self, proc, fd):
+        self.proc = proc
+        self.fd = fd
+        self.buf = b""
+        self.step = 0
+        self.text = "setup"
+        self.phase = "startup"
+        self.last = time.monotonic()
+        self.started = False  # sent its first message (setup done)
+        self.ended = False
+        self.error = None
+        self.closed = False
+
+
+def _finding(d):
+    f = dmalab.ReplayFinding()
+    f.kind = d["kind"]
+    f.step_index = d["step_index"]
+    f.step = d["step"]
+    f.rank = d["rank"]
+    f.storage = [dmalab.StorageRef(t, dmalab.MemRef(r, addr, size, alloc))
+                 for t, r, addr, size, alloc in d["storage"]]
+    f.elems = d["elems"]
+    f.of_elems = d["of_elems"]
+    f.detail = d["detail"]
+    return f
+
+
+def _record(d):
+    a = dmalab.AllReduceRecord()
+    for k in ("step_index", "step", "input", "output", "form", "elems", "bytes", "hash",
+              "rank_consistent"):
+        setattr(a, k, d[k])
+    return a
+
+
+def run_check(scenario_path, collective, device="cpu", json_path=None, timeout=300.0,
+              grace=None, startup=120.0, stdout=None, stderr=None):
+    """Runs the check; returns the exit status (0 PASS, 1 FAIL, 2 bad input).
+
+    timeout: seconds any step (or the factory) may take on a rank before the rank counts as
+    hung; startup: seconds a worker may take to start (import torch, join the gloo world)."""
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+
+    def bad(msg):
+        print(f"dmalab.torch check: {msg}", file=stderr)
+        return 2
+
+    try:
+        scenario = dmalab.load_scenario(scenario_path)
+    except dmalab.ScenarioError as e:
+        return bad(str(e))
+    if device not in ("cpu", "cuda"):
+        return bad(f"--device is '{device}'; allowed cpu, cuda")
+    if not timeout > 0:
+        return bad(f"--timeout is {timeout}; must be > 0 seconds")
+    if device == "cuda":
+        import torch
+        if not torch.cuda.is_available():
+            return bad("--device=cuda: torch sees no CUDA device")
+    reason = _check_spec(collective)
+    if reason:
+        return bad(reason)
+    if grace is None:
+        grace = min(5.0, max(1.0, 0.25 * timeout))
+
+    world = scenario.world
+    # The rendezvous store lives here, on a port the kernel picked and this process holds: the
+    # workers join it (no race for a free port) and it goes away with the check.
+    import torch.distributed as dist
+    store = dist.TCPStore("127.0.0.1", 0, None, True,
+                          timeout=datetime.timedelta(seconds=max(timeout, startup)),
+                          wait_for_workers=False)
+    port = store.port
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([os.path.abspath(p or os.curdir) for p in sys.path])
+    ranks = []
+    try:
+        for rank in range(world):
+            r_fd, w_fd = os.pipe()
+            cfg = {"rank": rank, "world": world, "port": port, "scenario": scenario_path,
+                   "collective": collective, "device": device, "timeout": timeout,
+                   "startup": startup, "report_fd": w_fd}
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "dmalab.torch.worker", json.dumps(cfg)],
+                stdin=subprocess.PIPE, pass_fds=(w_fd,), env=env)
+            os.close(w_fd)
+            ranks.append(_Rank(proc, r_fd))
+        return _follow(scenario, collective, device, ranks, timeout, max(timeout, startup), grace,
+                       json_path, stdout, stderr)
+    finally:
+        for r in ranks:
+            if r.proc.poll() is None:
+                r.proc.kill()
+            r.proc.wait()
+            if r.proc.stdin:
+                r.proc.stdin.close()
+            if not r.closed:
+                os.close(r.fd)
+
+
+def _follow(scenario, collective, device, ranks, timeout, startup, grace, json_path, stdout,
+            stderr):
+    report = dmalab.ReplayReport()
+    report.scenario = scenario.name
+    report.file = scenario.file
+    report.collective = collective
+    report.device = f"torch-{device}"
+    report.fidelity = "values"
+    report.world = scenario.world
+    report.wire = collective
+    report.faults = "none"
+    report.seed = scenario.seed
+    records, findings, total = [], [], 0
+    summary = None
+    bad_input = None
+    stop_at = None
+    sel = selectors.DefaultSelector()
+    for i, r in enumerate(ranks):
+        sel.register(r.fd, selectors.EVENT_READ, i)
+
+    def handle(i, ev):
+        nonlocal total, summary, bad_input, stop_at
+        r = ranks[i]
+        r.last = time.monotonic()
+        r.started = True
+        kind = ev["ev"]
+        if kind == "step":
+            r.step, r.text, r.phase = ev["i"], ev["text"], "the harness"
+        elif kind == "phase":
+            r.phase = ev["phase"]
+        elif kind == "done" and "record" in ev:
+            if ev["record"]:
+                records.append(_record(ev["record"]))
+            for f in ev["findings"]:
+                total += 1
+                if len(findings) < MAX_FINDINGS:
+                    findings.append(_finding(f))
+            summary = ev["summary"]
+        elif kind == "end":
+            r.ended = True
+        elif kind == "bad_input":
+            bad_input = ev["message"]
+            stop_at = time.monotonic()
+        elif kind == "error":
+            r.error = ev
+            if stop_at is None:
+                stop_at = time.monotonic() + grace
+
+    while True:
+        now = time.monotonic()
+        if all(r.ended for r in ranks):
+            break
+        if stop_at is None:
+            for r in ranks:
+                limit = timeout if r.started else startup
+                if not r.ended and r.error is None and now - r.last > limit + grace:
+                    stop_at = now
+        if stop_at is not None and now >= stop_at:
+            break
+        wait = 0.5 if stop_at is None else max(0.0, min(0.5, stop_at - now))
+        for key, _ in sel.select(timeout=wait):
+            i = key.data
+            r = ranks[i]
+            data = os.read(r.fd, 1 << 16)
+            if not data:
+                sel.unregister(r.fd)
+                os.close(r.fd)
+                r.closed = True
+                if not r.ended and r.error is None:
+                    code = r.proc.wait()
+                    r.error = {"type": "exit", "i": r.step, "text": r.text,
+                               "message": f"the process exited with status {code}",
+                               "traceback": ""}
+                    if stop_at is None:
+                        stop_at = time.monotonic() + grace
+                continue
+            r.buf += data
+            while b"\n" in r.buf:
+                line, r.buf = r.buf.split(b"\n", 1)
+                handle(i, json.loads(line))
+    for r in ranks:
+        if r.proc.poll() is None and not r.ended:
+            r.proc.kill()
+
+    if bad_input is not None:
+        print(f"dmalab.torch check: {bad_input}", file=stderr)
+        return 2
+
+    now = time.monotonic()
+    failed = [r for r in ranks if r.error is not None]
+    stalled = [r for r in ranks if not r.ended and r.error is None and
+               now - r.last >= (timeout if r.started else startup)]
+    extra = []
+    for rank, r in enumerate(ranks):
+        f = None
+        if r.error is not None:
+            e = r.error
+            msg = e["message"].strip().splitlines()
+            first = msg[0] if msg else ""
+            what = (f"{e['type']}: {first}" if e["type"] != "exit" else first)
+            f = dmalab.ReplayFinding()
+            f.detail = f"rank {rank} failed in {r.phase}: {what}"
+            if e.get("traceback"):
+                print(f"--- rank {rank} ---\n{e['traceback']}", file=stderr, end="")
+        elif r in stalled:
+            f = dmalab.ReplayFinding()
+            limit = timeout if r.started else startup
+            f.detail = (f"rank {rank} made no progress for {now - r.last:.1f} s in {r.phase} "
+                        f"(limit {limit:g} s); killed")
+        if f is None:
+            continue
+        # A collective that returned something no all-reduce returns broke its contract; any
+        # other failure (an exception, an exit, a hang) stops the replay as a device error.
+        f.kind = ("collective_error" if r.error is not None and
+                  r.error["type"] == "CollectiveError" else "device_error")
+        f.step_index = r.step
+        f.step = r.text
+        f.rank = rank
+        extra.append(f)
+    if not failed and not stalled and not all(r.ended for r in ranks):
+        f = dmalab.ReplayFinding()
+        f.kind = "device_error"
+        f.detail = "the ranks stopped without finishing"
+        extra.append(f)
+    for f in extra:
+        total += 1
+        if len(findings) < MAX_FINDINGS:
+            findings.append(f)
+
+    report.steps_executed = max(r.step for r in ranks)
+    report.all_reduces = records
+    report.findings = findings
+    report.findings_total = total
+    report.retained_mismatches_by_rank = [0] * scenario.world
+    if summary:
+        for k, v in summary.items():
+            setattr(report, k, v)
+    stdout.write(dmalab.format_report_text(report))
+    diffs = dmalab.compare_with_expectation(scenario, report)
+    if diffs is not None:
+        stdout.write(f"expectation: {'met' if not diffs else 'NOT met'}\n")
+        for d in diffs:
+            stdout.write(f"  {d}\n")
+    stdout.flush()
+    if json_path:
+        try:
+            with open(json_path, "w") as out:
+                out.write(dmalab.format_report_json(report) + "\n")
+        except OSError as e:
+            print(f"dmalab.torch check: --json: cannot write '{json_path}': {e}", file=stderr)
+            return 2
+    return 0 if report.passed else 1
