@@ -113,41 +113,6 @@ absl::Status Check(Device& device, DmaAllReduce& ar, absl::Span<const TensorView
 
 }  // namespace
 
-absl::StatusOr<uint64_t> ParseByteSize(std::string_view text) {
-  const auto bad = [&] {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "size '%s' is not a positive whole number of bytes with an optional K, M or G suffix",
-        std::string(text)));
-  };
-  if (text.empty()) return bad();
-  int shift = 0;
-  switch (text.back()) {
-    case 'K':
-    case 'k':
-      shift = 10;
-      break;
-    case 'M':
-    case 'm':
-      shift = 20;
-      break;
-    case 'G':
-    case 'g':
-      shift = 30;
-      break;
-    default:
-      break;
-  }
-  std::string_view digits = shift ? text.substr(0, text.size() - 1) : text;
-  if (digits.empty() || digits.size() > 12) return bad();
-  uint64_t v = 0;
-  for (char c : digits) {
-    if (c < '0' || c > '9') return bad();
-    v = v * 10 + static_cast<uint64_t>(c - '0');
-  }
-  if (v == 0) return bad();
-  return v << shift;
-}
-
 absl::StatusOr<std::vector<int64_t>> SweepCounts(const SweepOptions& o, int world) {
   if (o.min_bytes == 0 || o.min_bytes > o.max_bytes) {
     return absl::InvalidArgumentError(absl::StrFormat(

@@ -59,9 +59,6 @@ struct SweepRow {
   double pct_sol = 0;         // sol_us / out-of-place time * 100
 };
 
-// "4096", "64K", "1M", "2G" (binary multiples) to bytes; the error names the text and the rule.
-absl::StatusOr<uint64_t> ParseByteSize(std::string_view text);
-
 // The element counts a sweep visits: min_bytes, min_bytes * factor, ... up to max_bytes, each
 // rounded down to what the all-reduce accepts (a multiple of W*8 elements; W*128 for
 // compressed wires); sizes that round to 0 or repeat are left out.

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/core/json_writer.h"
+#include "common/core/version.h"
 
 namespace dmalab {
 namespace {
@@ -177,10 +178,15 @@ std::string SweepCsv(const SweepContext& c, absl::Span<const SweepRow> rows) {
 std::string SweepJson(const SweepContext& c, absl::Span<const SweepRow> rows) {
   const SweepOptions& o = c.options;
   std::string j = absl::StrFormat(
-      "{\n  \"command\": \"sweep\",\n  \"backend\": %s,\n  \"device\": %s,\n  \"topology\": %s,\n"
+      "{\n  \"schema\": \"dmalab.sweep\",\n  \"schema_version\": %d,\n  \"tool\": \"dmalab\",\n"
+      "  \"tool_version\": %s,\n  \"scheduling_seed\": %s,\n  \"min_bytes\": %d,\n"
+      "  \"max_bytes\": %d,\n  \"factor\": %d,\n"
+      "  \"command\": \"sweep\",\n  \"backend\": %s,\n  \"device\": %s,\n  \"topology\": %s,\n"
       "  \"ranks\": %d,\n  \"dtype\": %s,\n  \"wire\": %s,\n  \"pieces\": %d,\n  \"iters\": %d,\n"
       "  \"warmup\": %d,\n  \"check\": %s,\n  \"graph\": %s,\n  \"rows\": [",
-      JsonString(c.backend), JsonString(c.device), JsonString(c.topology), c.ranks,
+      kJsonSchemaVersion, JsonString(ToolVersion()),
+      c.seed ? absl::StrFormat("%d", *c.seed) : std::string("null"), o.min_bytes, o.max_bytes,
+      o.factor, JsonString(c.backend), JsonString(c.device), JsonString(c.topology), c.ranks,
       JsonString(DTypeName(o.dtype)), JsonString(WireModeName(o.wire)), o.pieces, o.iters, o.warmup,
       o.check ? "true" : "false", o.graph ? "true" : "false");
   for (size_t i = 0; i < rows.size(); ++i) {

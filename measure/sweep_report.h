@@ -3,6 +3,8 @@
 #ifndef DMALAB_MEASURE_SWEEP_REPORT_H_
 #define DMALAB_MEASURE_SWEEP_REPORT_H_
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,6 +31,7 @@ struct SweepContext {
   std::string device;    // Device::name()
   std::string topology;  // sim: the topology file; empty on hw
   int ranks = 0;
+  std::optional<uint64_t> seed;  // sim: the scheduling seed
   int gpus = 1;
   SweepOptions options;
   std::vector<SweepRankDevice> devices;  // one per rank

@@ -22,10 +22,20 @@ std::string_view FindingKindName(FindingKind kind) {
   return "?";
 }
 
-void FindingLog::Add(FindingKind kind, std::string message) {
-  if (counts_[static_cast<int>(kind)]++ < kLimitPerKind) {
-    findings_.push_back(Finding{kind, std::move(message)});
+DeviceFinding Finding::ToDeviceFinding() const {
+  return DeviceFinding{std::string(FindingKindName(kind)), rank, mem, alloc_tag, ops, message};
+}
+
+void FindingLog::Add(Finding finding) {
+  if (counts_[static_cast<int>(finding.kind)]++ < kLimitPerKind) {
+    findings_.push_back(std::move(finding));
   }
+}
+
+int64_t FindingLog::total() const {
+  int64_t n = 0;
+  for (int c : counts_) n += c;
+  return n;
 }
 
 void FindingLog::Clear() {
@@ -35,14 +45,16 @@ void FindingLog::Clear() {
 
 std::string FindingLog::ToString() const {
   std::string out;
+  int printed[kKinds] = {};
   for (const Finding& f : findings_) {
+    if (printed[static_cast<int>(f.kind)]++ >= kPrintPerKind) continue;
     absl::StrAppendFormat(&out, "%s: %s\n", FindingKindName(f.kind), f.message);
   }
-  for (int k = 0; k < 5; ++k) {
-    if (counts_[k] > kLimitPerKind) {
+  for (int k = 0; k < kKinds; ++k) {
+    if (counts_[k] > kPrintPerKind) {
       absl::StrAppendFormat(&out, "%s: %d more not shown\n",
                             FindingKindName(static_cast<FindingKind>(k)),
-                            counts_[k] - kLimitPerKind);
+                            counts_[k] - kPrintPerKind);
     }
   }
   return out;

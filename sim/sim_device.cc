@@ -338,11 +338,13 @@ uint64_t SimDevice::LoadU64(const MemRef& m) {
   if (fidelity_ == Fidelity::kShadow) {
     if (std::optional<uint64_t> v = shadow_[m.rank].LoadWord(m.addr)) return *v;
     if (unknown_words_reported_.insert({m.rank, m.addr}).second) {
-      findings_.Add(FindingKind::kShadowUnknownWord,
-                    absl::StrFormat("%s is read as a flag but was last written by a kernel or a "
-                                    "large host write, whose values the shadow fidelity does not "
-                                    "keep; it reads as 0 here (replay in the values fidelity)",
-                                    DescribeMemory(m.rank, m.addr, m.end())));
+      Finding f = NewFinding(FindingKind::kShadowUnknownWord, m.rank, m.addr, m.end());
+      f.message = absl::StrFormat(
+          "%s is read as a flag but was last written by a kernel or a "
+          "large host write, whose values the shadow fidelity does not "
+          "keep; it reads as 0 here (replay in the values fidelity)",
+          DescribeMemory(m.rank, m.addr, m.end()));
+      findings_.Add(std::move(f));
     }
     return 0;
   }
@@ -421,18 +423,42 @@ void SimDevice::PruneEventClocks(Event& e) {
   }
 }
 
+std::string SimDevice::OpText(const OpLabel& l) const {
+  const std::string& label = labels_[l.label];
+  return l.context < first_context_
+             ? label
+             : absl::StrFormat("%s %s", contexts_[l.context - first_context_], label);
+}
+
 std::string SimDevice::DescribeOp(int64_t op_id) const {
   if (op_id < 0) return "the host";
   if (op_id < first_op_id_) {
     return absl::StrFormat("op #%d (described only for the last %d ops)", op_id, kOpLabelWindow);
   }
   const OpLabel& l = op_labels_[op_id - first_op_id_];
-  const std::string& label = labels_[l.label];
-  const std::string text =
-      l.context < first_context_
-          ? label
-          : absl::StrFormat("%s %s", contexts_[l.context - first_context_], label);
-  return absl::StrFormat("rank %d stream '%s' op '%s'", l.rank, streams_[l.stream].name, text);
+  return absl::StrFormat("rank %d stream '%s' op '%s'", l.rank, streams_[l.stream].name, OpText(l));
+}
+
+FindingOp SimDevice::OpOf(int64_t op_id, std::string access) const {
+  if (op_id < 0) return FindingOp{-1, "", "host", std::move(access)};
+  if (op_id < first_op_id_) {
+    // Older than the label window: known by number only.
+    return FindingOp{-1, "", absl::StrFormat("op #%d", op_id), std::move(access)};
+  }
+  const OpLabel& l = op_labels_[op_id - first_op_id_];
+  return FindingOp{l.rank, streams_[l.stream].name, OpText(l), std::move(access)};
+}
+
+Finding SimDevice::NewFinding(FindingKind kind, int rank, uint64_t lo, uint64_t hi) const {
+  Finding f;
+  f.kind = kind;
+  f.rank = rank;
+  f.mem = MemRef{rank, lo, hi - lo, 0};
+  if (const AllocationInfo* a = memory_[rank].LiveAt(lo)) {
+    f.mem.alloc_id = a->id;
+    f.alloc_tag = a->tag;
+  }
+  return f;
 }
 
 std::string SimDevice::DescribeMemory(int rank, uint64_t lo, uint64_t hi) const {
@@ -450,12 +476,14 @@ void SimDevice::Access(StreamId sid, const Op& op, const MemRef& m, bool write) 
                                           : races_.Read(m.rank, m.addr, m.end(), a, s.clock);
   if (!c) return;
   const uint64_t lo = std::max(c->lo, m.addr), hi = std::min(c->hi, m.end());
-  findings_.Add(
-      FindingKind::kRace,
-      absl::StrFormat("%s: %s by %s and %s by %s are not ordered by any stream, event "
-                      "or flag",
+  Finding f = NewFinding(FindingKind::kRace, m.rank, lo, hi);
+  f.ops = {OpOf(c->earlier.op, c->earlier_is_write ? "write" : "read"),
+           OpOf(op.id, write ? "write" : "read")};
+  f.message =
+      absl::StrFormat("%s: %s by %s and %s by %s are not ordered by any stream, event or flag",
                       DescribeMemory(m.rank, lo, hi), c->earlier_is_write ? "write" : "read",
-                      DescribeOp(c->earlier.op), write ? "write" : "read", DescribeOp(op.id)));
+                      DescribeOp(c->earlier.op), write ? "write" : "read", DescribeOp(op.id));
+  findings_.Add(std::move(f));
 }
 
 void SimDevice::CheckLifetime(int64_t op_id, const MemRef& m) {
@@ -463,35 +491,45 @@ void SimDevice::CheckLifetime(int64_t op_id, const MemRef& m) {
   const AllocationInfo* a = memory_[m.rank].Find(m.alloc_id);
   if (a == nullptr) {
     if (memory_[m.rank].FreedLongAgo(m.alloc_id)) {
-      findings_.Add(FindingKind::kUseAfterFree,
-                    absl::StrFormat("%s: %s uses allocation #%d after it was freed (more than %d "
-                                    "frees ago: its tag and freeing step are no longer kept)",
-                                    DescribeMemory(m.rank, m.addr, m.end()), DescribeOp(op_id),
-                                    m.alloc_id, SimMemory::kFreedRecordsKept));
+      Finding f = NewFinding(FindingKind::kUseAfterFree, m.rank, m.addr, m.end());
+      f.mem.alloc_id = m.alloc_id;  // the freed allocation; its tag is no longer kept
+      f.ops = {OpOf(op_id, "")};
+      f.message = absl::StrFormat(
+          "%s: %s uses allocation #%d after it was freed (more than %d frees ago: its tag and "
+          "freeing step are no longer kept)",
+          DescribeMemory(m.rank, m.addr, m.end()), DescribeOp(op_id), m.alloc_id,
+          SimMemory::kFreedRecordsKept);
+      findings_.Add(std::move(f));
     }
     return;
   }
+  Finding f = NewFinding(FindingKind::kOutOfBounds, m.rank, m.addr, m.end());
+  f.mem.alloc_id = a->id;  // the allocation the view was made from, live or not
+  f.alloc_tag = a->tag;
+  f.ops = {OpOf(op_id, "")};
   if (m.addr < a->addr || m.end() > a->addr + a->bytes) {
-    findings_.Add(FindingKind::kOutOfBounds,
-                  absl::StrFormat("%s by %s reaches outside allocation #%d '%s' [0x%x, 0x%x)",
-                                  DescribeMemory(m.rank, m.addr, m.end()), DescribeOp(op_id), a->id,
-                                  a->tag, a->addr, a->addr + a->bytes));
+    f.message = absl::StrFormat("%s by %s reaches outside allocation #%d '%s' [0x%x, 0x%x)",
+                                DescribeMemory(m.rank, m.addr, m.end()), DescribeOp(op_id), a->id,
+                                a->tag, a->addr, a->addr + a->bytes);
+    findings_.Add(std::move(f));
     return;
   }
   if (!freed_.contains(m.alloc_id)) return;
   const AllocationInfo* now = memory_[m.rank].LiveAt(m.addr);
   if (now != nullptr) {
-    findings_.Add(FindingKind::kUseAfterReuse,
-                  absl::StrFormat("%s: %s uses allocation #%d '%s' (freed by '%s'), whose bytes "
-                                  "now belong to allocation #%d '%s'",
-                                  DescribeMemory(m.rank, m.addr, m.end()), DescribeOp(op_id), a->id,
-                                  a->tag, a->freed_by, now->id, now->tag));
+    f.kind = FindingKind::kUseAfterReuse;
+    f.message = absl::StrFormat(
+        "%s: %s uses allocation #%d '%s' (freed by '%s'), whose bytes now belong to allocation "
+        "#%d '%s'",
+        DescribeMemory(m.rank, m.addr, m.end()), DescribeOp(op_id), a->id, a->tag, a->freed_by,
+        now->id, now->tag);
   } else {
-    findings_.Add(FindingKind::kUseAfterFree,
-                  absl::StrFormat("%s: %s uses allocation #%d '%s' after it was freed by '%s'",
-                                  DescribeMemory(m.rank, m.addr, m.end()), DescribeOp(op_id), a->id,
-                                  a->tag, a->freed_by));
+    f.kind = FindingKind::kUseAfterFree;
+    f.message = absl::StrFormat("%s: %s uses allocation #%d '%s' after it was freed by '%s'",
+                                DescribeMemory(m.rank, m.addr, m.end()), DescribeOp(op_id), a->id,
+                                a->tag, a->freed_by);
   }
+  findings_.Add(std::move(f));
 }
 
 void SimDevice::Execute(StreamId sid, Op& op) {
@@ -600,7 +638,15 @@ absl::Status SimDevice::Synchronize() {
     }
     if (ready.empty()) {
       std::string report = DeadlockReport();
-      findings_.Add(FindingKind::kDeadlock, report);
+      Finding f;
+      f.kind = FindingKind::kDeadlock;
+      f.message = report;
+      for (const Stream& s : streams_) {
+        if (s.queue.empty()) continue;
+        if (f.rank < 0) f.rank = s.rank;
+        f.ops.push_back(OpOf(s.queue.front().id, ""));
+      }
+      findings_.Add(std::move(f));
       for (Stream& s : streams_) s.queue.clear();
       pending_ = 0;
       if (timing_) timing_->Synchronize();  // what did run is still timed
@@ -822,16 +868,22 @@ absl::Status SimDevice::LaunchGraph(GraphId graph) {
   return absl::OkStatus();
 }
 
-std::function<std::vector<std::string>()> NewFindingsPoller(const SimDevice& device) {
-  auto seen = std::make_shared<size_t>(0);
+std::function<DeviceFindings()> NewFindingsPoller(const SimDevice& device) {
+  struct Seen {
+    size_t kept = 0;
+    int64_t total = 0;
+  };
+  auto seen = std::make_shared<Seen>();
   return [&device, seen]() {
-    std::vector<std::string> lines;
+    DeviceFindings out;
     const std::vector<Finding>& all = device.findings().findings();
-    for (; *seen < all.size(); ++*seen) {
-      lines.push_back(
-          absl::StrFormat("%s: %s", FindingKindName(all[*seen].kind), all[*seen].message));
+    for (; seen->kept < all.size(); ++seen->kept) {
+      out.findings.push_back(all[seen->kept].ToDeviceFinding());
     }
-    return lines;
+    const int64_t total = device.findings().total();
+    out.not_kept = (total - seen->total) - static_cast<int64_t>(out.findings.size());
+    seen->total = total;
+    return out;
   };
 }
 

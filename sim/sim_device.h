@@ -186,6 +186,9 @@ class SimDevice : public Device {
   void CheckLifetime(int64_t op_id, const MemRef& m);
   std::string DescribeOp(int64_t op_id) const;
   std::string DescribeMemory(int rank, uint64_t lo, uint64_t hi) const;
+  // The typed parts of a finding: the operation, and the bytes with their live allocation.
+  FindingOp OpOf(int64_t op_id, std::string access) const;
+  Finding NewFinding(FindingKind kind, int rank, uint64_t lo, uint64_t hi) const;
   uint64_t LoadU64(const MemRef& m);
   void StoreU64(const MemRef& m, uint64_t v);
   uint8_t* HostPtr(const MemRef& m);
@@ -224,7 +227,8 @@ class SimDevice : public Device {
     int32_t label;    // index into labels_
   };
   int32_t InternLabel(std::string_view label);
-  std::deque<OpLabel> op_labels_;  // ops first_op_id_, first_op_id_ + 1, ...
+  std::string OpText(const OpLabel& l) const;  // context and label
+  std::deque<OpLabel> op_labels_;              // ops first_op_id_, first_op_id_ + 1, ...
   int64_t first_op_id_ = 0;
   std::deque<std::string> contexts_;  // contexts first_context_, ...
   int64_t first_context_ = 0;
@@ -243,8 +247,9 @@ class SimDevice : public Device {
 };
 
 // A ReplayOptions::poll_device_findings for `device`: each call returns the findings the
-// simulator's checkers made since the previous call, one "kind: message" line each.
-std::function<std::vector<std::string>()> NewFindingsPoller(const SimDevice& device);
+// simulator's checkers made since the previous call, typed, and how many more they counted
+// without keeping (FindingLog::kLimitPerKind).
+std::function<DeviceFindings()> NewFindingsPoller(const SimDevice& device);
 
 }  // namespace dmalab
 

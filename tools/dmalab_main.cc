@@ -1,336 +1,306 @@
-// dmalab: the command line. `dmalab help` lists the commands.
-#include <chrono>
+// dmalab: the command line. Every command has its own flags (CLI11, one FlagSet per command):
+// a flag another command takes is an error here, as is a malformed value; `dmalab CMD --help`
+// lists a command's flags. Exit status everywhere: 0 PASS, 1 a check failed or an expectation
+// was not met, 2 bad input or usage.
 #include <cstdio>
+#include <limits>
 #include <string>
 #include <vector>
 
-#include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
-#include "absl/strings/str_format.h"
-#include "common/core/result_checks.h"
-#include "common/ring/dma_all_reduce.h"
+#include "absl/strings/str_join.h"
+#include "common/core/byte_size.h"
+#include "common/core/dtype.h"
+#include "common/core/version.h"
+#include "common/ring/faults.h"
 #include "common/ring/ring_planner.h"
-#include "sim/sim_device.h"
+#include "common/ring/wire.h"
 #include "tools/calibrate_command.h"
-#include "tools/host_memory.h"
+#include "tools/cli_flags.h"
+#include "tools/command.h"
+#include "tools/demo_command.h"
 #include "tools/replay_command.h"
 #include "tools/sweep_command.h"
 #include "tools/zoo.h"
 
-ABSL_FLAG(int, ranks, 4, "number of ranks (world size), 2..16");
-ABSL_FLAG(std::string, dtype, "bf16", "element type: bf16, fp16, fp32");
-ABSL_FLAG(std::string, wire, "bf16",
-          "wire mode: bf16, i8, i8_ring, i8_a2a, e4m3, e4m3_ring, e4m3_a2a");
-ABSL_FLAG(int, pieces, 2, "pieces per chunk, 1..8 (1 is used when a piece would be under 512 KiB)");
-ABSL_FLAG(int64_t, elems, 4096, "plan: elements of the tensor");
-ABSL_FLAG(uint64_t, seed, 0,
-          "simulator seed: fixes every scheduling choice (replay: default the scenario's seed; "
-          "demo, sweep: default 1)");
-ABSL_FLAG(std::string, backend, "sim", "replay, sweep: sim (CPU simulator) or hw (CUDA GPUs)");
-ABSL_FLAG(std::string, fidelity, "values",
-          "replay, zoo, sweep (sim): values (real bytes and arithmetic) or shadow (no payload, "
-          "only each byte's provenance: much faster, no numeric checks)");
-ABSL_FLAG(int, gpus, 1, "replay, sweep, calibrate (hw): number of GPUs the ranks spread over");
-ABSL_FLAG(std::string, json, "", "replay, sweep: also write the report as JSON to this path");
-ABSL_FLAG(std::string, dump, "",
-          "replay: write every live tensor per rank after the last step as DIR/NAME.rankR.npy "
-          "(float32)");
-ABSL_FLAG(std::string, inject, "",
-          "faults to inject, comma-separated: persistent-output, drop-copy-wait, "
-          "skip-end-handshake, early-return, flag-ready-not-consumed, graph-output-freed, "
-          "inplace-alias-ring, owner-keeps-prequant");
-ABSL_FLAG(int, seeds, 0,
-          "replay: replay seeds 1..N on the simulator and list failing seeds; zoo: seeds per "
-          "fault and scenario (default 20)");
-ABSL_FLAG(bool, check_determinism, false,
-          "replay: replay one seed twice on the simulator and compare the reports byte for byte "
-          "(also --check-determinism)");
-ABSL_FLAG(std::string, b, "1M", "demo, sweep: smallest size in bytes (K, M, G suffixes)");
-ABSL_FLAG(std::string, e, "16M", "demo, sweep: largest size in bytes");
-ABSL_FLAG(int, f, 4, "demo, sweep: size multiplication factor");
-ABSL_FLAG(int, n, 20, "sweep: timed iterations per size");
-ABSL_FLAG(int, w, 5, "sweep: warm-up iterations per size");
-ABSL_FLAG(int, c, 1, "sweep: check results against the exact sum (0 or 1)");
-ABSL_FLAG(int, G, 0, "sweep: > 0 replays a captured graph per call (graph cache; hw only)");
-ABSL_FLAG(std::string, topology, "", "sweep (sim): topology YAML the timing model uses");
-ABSL_FLAG(std::string, csv, "", "sweep: write the table as CSV to this path");
-ABSL_FLAG(std::string, out, "", "calibrate: topology YAML to write");
-
 namespace dmalab {
 namespace {
+
+using cli::FlagSet;
 
 constexpr char kUsage[] = R"(dmalab: a testbed for copy-engine (DMA) all-reduce collectives.
 
 usage: dmalab <command> [flags]
+       dmalab <command> --help      that command's flags
+       dmalab --version
 
 commands:
-  replay  replay a scenario (scenarios/*.yaml) and check what a model relies on: retained
-          values unchanged, no two live results sharing storage, ranks bit-identical
-          e.g. dmalab replay scenarios/glm52_tp4_layer0_residual.yaml --inject=persistent-output
-          flags: --backend=sim|hw --fidelity=values|shadow --seed=N --inject=NAME --json=PATH
-                 --dump=DIR --gpus=N --seeds=N (sweep seeds 1..N) --check-determinism
-  demo    run the DMA ring all-reduce on the simulator over a range of sizes and print a table:
-          wrong elements against the exact sum, rank consistency, checker findings
-          e.g. dmalab demo --ranks=4 --dtype=bf16 --b=1M --e=16M --f=4 --seed=1
-  sweep   time the all-reduce over a range of sizes beside its speed of light (nccl-tests style)
-          e.g. dmalab sweep --backend=sim --topology=scenarios/topologies/h200_virtual_ranks.yaml
-               --ranks=4 -b 1M -e 64M -f 2 -n 5 -w 1 -c 1 --csv=sweep.csv   (docs/bandwidth.md)
+  replay     replay a scenario (scenarios/*.yaml) and check what a model relies on: retained
+             values unchanged, no two live results sharing storage, ranks bit-identical
+             e.g. dmalab replay scenarios/glm52_tp4_layer0_residual.yaml --inject=persistent-output
+  demo       run the DMA ring all-reduce on the simulator over a range of sizes: wrong elements
+             against the exact sum, rank consistency, checker findings
+             e.g. dmalab demo --ranks=4 --dtype=bf16 -b 1M -e 16M -f 4 --seed=1
+  sweep      time the all-reduce over a range of sizes beside its speed of light (nccl-tests style)
+             e.g. dmalab sweep --backend=sim --topology=scenarios/topologies/h200_virtual_ranks.yaml
+                  --ranks=4 -b 1M -e 64M -f 2 -n 5 -w 1 -c 1 --csv=sweep.csv
   calibrate  measure this GPU through CudaDevice and write a topology YAML for the simulator
-          e.g. dmalab calibrate --gpus=1 --ranks=4 --out=h200_calibrated.yaml
-  zoo     run every fault injection against the zoo scenarios over seeds 1..N and the correct
-          implementation over the same seeds: which checker caught each fault, false positives
-          e.g. dmalab zoo --seeds=20
-  plan    print the ring plan (every rank's operations) for one tensor size
-          e.g. dmalab plan --ranks=4 --elems=4096 --pieces=2
-  help    this text; `dmalab <command> --help` lists every flag
+             e.g. dmalab calibrate --gpus=1 --ranks=4 --out=h200_calibrated.yaml
+  zoo        run every fault injection against the zoo scenarios over seeds 1..N, and the correct
+             implementation over the same seeds: which checker caught each fault, false positives
+             e.g. dmalab zoo --seeds=20
+  plan       print the ring plan (every rank's operations) for one tensor size
+             e.g. dmalab plan --ranks=4 --elems=4096 --pieces=2
+  help       this text; `dmalab help <command>` is `dmalab <command> --help`
 
-exit status: 0 success, 1 a check failed, 2 bad input or usage)";
+exit status: 0 PASS, 1 a check failed or an expectation was not met, 2 bad input or usage
+)";
 
-absl::StatusOr<uint64_t> ParseSize(const std::string& text) {
-  if (text.empty()) return absl::InvalidArgumentError("size is empty");
-  uint64_t mult = 1;
-  std::string digits = text;
-  switch (text.back()) {
-    case 'K':
-      mult = 1ull << 10;
-      break;
-    case 'M':
-      mult = 1ull << 20;
-      break;
-    case 'G':
-      mult = 1ull << 30;
-      break;
-    default:
-      break;
-  }
-  if (mult != 1) digits.pop_back();
-  uint64_t v = 0;
-  for (char c : digits) {
-    if (c < '0' || c > '9') {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("size '%s' is not a number with an optional K, M or G suffix", text));
-    }
-    v = v * 10 + static_cast<uint64_t>(c - '0');
-  }
-  return v * mult;
+constexpr uint64_t kU64Max = std::numeric_limits<uint64_t>::max();
+
+// A value one of the project's parsers must accept; its error says what is allowed.
+template <typename Parse>
+std::function<absl::Status(const std::string&)> Accepts(Parse parse) {
+  return [parse](const std::string& text) { return parse(text).status(); };
 }
 
-int Fail(const absl::Status& s) {
-  std::fprintf(stderr, "dmalab: %s\n", std::string(s.message()).c_str());
-  return 2;
+// The flags of replay, zoo, sweep and demo (RunFlags): one line here per flag.
+void AddRunFlags(FlagSet& f, RunFlags& run) {
+  f.Text("--collective", &run.collective,
+         "the collective under test: NAME (built in: ring) or PATH.so", CheckCollective);
+  f.Text("--json", &run.json, "also write the results as JSON to this path (docs/json.md)");
+  f.Switch("-q,--quiet", &run.quiet, "no progress line on stderr (it is drawn only on a terminal)");
 }
 
-int RunPlan() {
-  RingPlanRequest req;
-  req.world = absl::GetFlag(FLAGS_ranks);
-  req.elems = absl::GetFlag(FLAGS_elems);
-  absl::StatusOr<DType> dtype = ParseDType(absl::GetFlag(FLAGS_dtype));
-  if (!dtype.ok()) return Fail(dtype.status());
-  req.dtype = *dtype;
-  absl::StatusOr<WireMode> wire = ParseWireMode(absl::GetFlag(FLAGS_wire));
-  if (!wire.ok()) return Fail(wire.status());
-  req.wire = *wire;
-  req.pieces = absl::GetFlag(FLAGS_pieces);
-  req.max_bytes = static_cast<uint64_t>(req.elems) * DTypeBytes(req.dtype);
-  absl::StatusOr<FaultSet> faults = FaultSet::Parse(absl::GetFlag(FLAGS_inject));
-  if (!faults.ok()) return Fail(faults.status());
-  req.faults = *faults;
-  absl::StatusOr<RingPlan> plan = PlanRing(req);
-  if (!plan.ok()) return Fail(plan.status());
-  std::fputs(plan->ToString().c_str(), stdout);
-  return 0;
+void AddDType(FlagSet& f, std::string* dtype) {
+  f.Text("--dtype", dtype, "element type: bf16, fp16, fp32", Accepts(ParseDType))
+      ->default_str(*dtype);
+}
+void AddWire(FlagSet& f, std::string* wire) {
+  f.Text("--wire", wire, "wire mode: bf16, i8, i8_ring, i8_a2a, e4m3, e4m3_ring, e4m3_a2a",
+         Accepts(ParseWireMode))
+      ->default_str(*wire);
+}
+void AddInject(FlagSet& f, std::string* inject) {
+  f.Text("--inject", inject,
+         "faults to inject, comma-separated: persistent-output, drop-copy-wait, "
+         "skip-end-handshake, early-return, flag-ready-not-consumed, graph-output-freed, "
+         "inplace-alias-ring, owner-keeps-prequant (or none)",
+         Accepts(FaultSet::Parse));
+}
+void AddPieces(FlagSet& f, int* pieces) {
+  f.Integer("--pieces", pieces, 1, kMaxPieces,
+            "pieces per chunk (1 is used when a piece would be under 512 KiB)");
+}
+void AddRanks(FlagSet& f, int* ranks) {
+  f.Integer("--ranks", ranks, kMinWorld, kMaxWorld, "number of ranks (world size)");
+}
+void AddFidelity(FlagSet& f, std::string* fidelity) {
+  f.Choice("--fidelity", fidelity, {"values", "shadow"},
+           "simulator: values (real bytes and arithmetic) or shadow (no payload, only each "
+           "byte's provenance: much faster, no numeric checks)");
 }
 
-int RunDemo() {
-  const int world = absl::GetFlag(FLAGS_ranks);
-  absl::StatusOr<DType> dtype = ParseDType(absl::GetFlag(FLAGS_dtype));
-  if (!dtype.ok()) return Fail(dtype.status());
-  absl::StatusOr<uint64_t> lo = ParseSize(absl::GetFlag(FLAGS_b));
-  if (!lo.ok()) return Fail(lo.status());
-  absl::StatusOr<uint64_t> hi = ParseSize(absl::GetFlag(FLAGS_e));
-  if (!hi.ok()) return Fail(hi.status());
-  absl::StatusOr<FaultSet> faults = FaultSet::Parse(absl::GetFlag(FLAGS_inject));
-  if (!faults.ok()) return Fail(faults.status());
-  if (absl::GetFlag(FLAGS_f) < 2) return Fail(absl::InvalidArgumentError("--f must be >= 2"));
-  if (world < kMinWorld || world > kMaxWorld) {
-    return Fail(absl::InvalidArgumentError(
-        absl::StrFormat("--ranks is %d; must be in [%d, %d]", world, kMinWorld, kMaxWorld)));
+int Replay(int argc, const char* const* argv) {
+  ReplayCommand c;
+  FlagSet f("replay",
+            "Replays a scenario on the simulator or the GPU and checks retained values, pointer "
+            "aliasing and rank consistency after every step; prints one line per all-reduce, one "
+            "line per distinct finding, an ERROR SUMMARY and the summary line.");
+  f.app().add_option("FILE", c.file, "the scenario YAML")->required();
+  f.Choice("--backend", &c.backend, {"sim", "hw"}, "sim (CPU simulator) or hw (CUDA GPUs)");
+  AddFidelity(f, &c.fidelity);
+  f.app()
+      .add_option_function<std::string>(
+          "--seed",
+          [&c](const std::string& text) {
+            uint64_t v = 0;
+            const std::string e = cli::CheckInteger<uint64_t>(text, 0, kU64Max, &v);
+            if (!e.empty()) throw CLI::ValidationError("--seed", e);
+            c.seed = v;
+          },
+          "simulator scheduling seed")
+      ->type_name("N")
+      ->default_str("the scenario's");
+  AddInject(f, &c.inject);
+  f.Text("--dump", &c.dump_dir,
+         "write every tensor live after the last step as DIR/NAME.rankR.npy (float32)");
+  f.Integer("--gpus", &c.gpus, 1, kMaxWorld, "hw: GPUs the ranks spread over");
+  AddPieces(f, &c.pieces);
+  f.Integer("--seeds", &c.seeds, 0, 1000000,
+            "sim: replay scheduling seeds 1..N and list the failing ones (0: one replay)");
+  f.Switch("--check-determinism", &c.check_determinism,
+           "sim: replay one seed twice and compare the reports byte for byte");
+  AddRunFlags(f, c.run);
+  if (int rc = f.Parse(argc, argv); rc >= 0) return rc;
+  if (int rc = f.OnlyWith("--backend=hw", c.backend == "hw", {"--gpus"}); rc >= 0) return rc;
+  if (int rc = f.OnlyWith("--backend=sim", c.backend == "sim",
+                          {"--seed", "--seeds", "--check-determinism", "--fidelity"});
+      rc >= 0) {
+    return rc;
   }
-  SimDevice dev(world, absl::GetFlag(FLAGS_seed) == 0 ? 1 : absl::GetFlag(FLAGS_seed));
-  DmaAllReduceOptions opts;
-  opts.max_bytes = *hi;
-  opts.pieces = absl::GetFlag(FLAGS_pieces);
-  opts.faults = *faults;
-  absl::StatusOr<WireMode> wire = ParseWireMode(absl::GetFlag(FLAGS_wire));
-  if (!wire.ok()) return Fail(wire.status());
-  opts.wire = *wire;
-  // Refuse sizes that cannot fit before allocating: at the largest size, per rank an input, an
-  // output and the workspace, plus the host's copies (bytes and int64 expected values).
-  uint64_t largest = 0;
-  for (uint64_t size = *lo; size <= *hi && size > 0; size *= absl::GetFlag(FLAGS_f)) {
-    largest = size / DTypeBytes(*dtype) / (world * 8) * (world * 8);
-    if (size > *hi / absl::GetFlag(FLAGS_f)) break;
-  }
-  const long double need =
-      static_cast<long double>(world) *
-      (2.0L * largest * DTypeBytes(*dtype) + DmaAllReduce::WorkspaceBytesPerRank(world, opts) +
-       largest * (8.0L + 2 * DTypeBytes(*dtype)));
-  if (const uint64_t limit = AvailableMemoryBytes(); need > static_cast<long double>(limit)) {
-    return Fail(absl::ResourceExhaustedError(absl::StrFormat(
-        "demo: the largest size (--e=%s) needs about %s of memory, more than the %s available; "
-        "use a smaller --e or fewer --ranks",
-        absl::GetFlag(FLAGS_e),
-        BytesText(need >= 1.8e19L ? UINT64_MAX : static_cast<uint64_t>(need)), BytesText(limit))));
-  }
-  absl::StatusOr<std::unique_ptr<DmaAllReduce>> ar = DmaAllReduce::Create(&dev, opts);
-  if (!ar.ok()) return Fail(ar.status());
-
-  std::printf(
-      "# dmalab demo: simulated DMA ring all-reduce, %d ranks, %s, wire %s, seed %llu, inject %s\n",
-      world, std::string(DTypeName(*dtype)).c_str(), std::string(WireModeName(*wire)).c_str(),
-      static_cast<unsigned long long>(dev.seed()), faults->ToString().c_str());
-  std::printf(
-      "# inputs are small integers, so the exact sum is known and #wrong counts every\n"
-      "# element of every rank that differs from it (compressed wires round: #wrong > 0)\n");
-  std::printf("%12s %12s %6s %7s %8s %10s %10s %10s\n", "size(B)", "count", "type", "pieces",
-              "#wrong", "rank_cons", "findings", "sim_ms");
-  bool failed = false;
-  const int esize = DTypeBytes(*dtype);
-  for (uint64_t size = *lo; size <= *hi; size *= absl::GetFlag(FLAGS_f)) {
-    const int64_t n = static_cast<int64_t>(size / esize / (world * 8) * (world * 8));
-    if (n == 0) continue;
-    std::vector<TensorView> inputs;
-    std::vector<std::vector<int64_t>> ints(world, std::vector<int64_t>(n));
-    for (int r = 0; r < world; ++r) {
-      std::vector<uint8_t> bytes(n * esize);
-      for (int64_t i = 0; i < n; ++i) {
-        ints[r][i] = static_cast<int64_t>((i * 7 + r * 13) % 17) - 8;
-        StoreFromFloat(*dtype, bytes.data(), i, static_cast<float>(ints[r][i]));
-      }
-      absl::StatusOr<MemRef> mem = dev.Allocate(r, bytes.size(), "demo input");
-      if (!mem.ok()) return Fail(mem.status());
-      if (absl::Status s = dev.Write(*mem, bytes); !s.ok()) return Fail(s);
-      inputs.push_back(TensorView{*mem, *dtype, {n}, true});
-    }
-    const auto start = std::chrono::steady_clock::now();
-    absl::StatusOr<std::vector<TensorView>> outs = (*ar)->AllReduce(inputs);
-    if (!outs.ok()) return Fail(outs.status());
-    if (absl::Status s = dev.Synchronize(); !s.ok()) return Fail(s);
-    const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    int64_t wrong = 0;
-    for (int r = 0; r < world; ++r) {
-      std::vector<uint8_t> bytes(n * esize);
-      if (absl::Status s = dev.Read((*outs)[r].mem.Slice(0, bytes.size()), absl::MakeSpan(bytes));
-          !s.ok()) {
-        return Fail(s);
-      }
-      for (int64_t i = 0; i < n; ++i) {
-        int64_t sum = 0;
-        for (int q = 0; q < world; ++q) sum += ints[q][i];
-        wrong += LoadAsFloat(*dtype, bytes.data(), i) != static_cast<float>(sum);
-      }
-    }
-    absl::StatusOr<std::vector<int>> differing = RanksDifferingFromRank0(dev, *outs);
-    if (!differing.ok()) return Fail(differing.status());
-    const RingPlan plan = *(*ar)->PlanFor(inputs[0]);
-    const int findings = static_cast<int>(dev.findings().findings().size());
-    std::printf("%12llu %12lld %6s %7d %8lld %10s %10d %10.1f\n",
-                static_cast<unsigned long long>(n * esize), static_cast<long long>(n),
-                std::string(DTypeName(*dtype)).c_str(), plan.pieces, static_cast<long long>(wrong),
-                differing->empty() ? "true" : "false", findings, ms);
-    // Compressed wires round by design: their wrong count is information, not a failure.
-    failed |= (*wire == WireMode::kNative && wrong > 0) || !differing->empty() || findings > 0;
-    for (int r = 0; r < world; ++r) {
-      if (!faults->Has(Fault::kPersistentOutput)) (void)dev.Free((*outs)[r].mem);
-      (void)dev.Free(inputs[r].mem);
-    }
-  }
-  if (!dev.findings().empty()) std::fputs(dev.findings().ToString().c_str(), stdout);
-  std::printf("status=%s\n", failed ? "FAIL" : "PASS");
-  return failed ? 1 : 0;
+  return RunReplayCommand(c);
 }
 
-SweepCommand SweepFlags() {
-  return SweepCommand{
-      absl::GetFlag(FLAGS_b),        absl::GetFlag(FLAGS_e),
-      absl::GetFlag(FLAGS_f),        absl::GetFlag(FLAGS_n),
-      absl::GetFlag(FLAGS_w),        absl::GetFlag(FLAGS_c),
-      absl::GetFlag(FLAGS_G),        absl::GetFlag(FLAGS_dtype),
-      absl::GetFlag(FLAGS_wire),     absl::GetFlag(FLAGS_pieces),
-      absl::GetFlag(FLAGS_backend),  absl::GetFlag(FLAGS_fidelity),
-      absl::GetFlag(FLAGS_ranks),    absl::GetFlag(FLAGS_gpus),
-      absl::GetFlag(FLAGS_topology), absl::GetFlag(FLAGS_seed) == 0 ? 1 : absl::GetFlag(FLAGS_seed),
-      absl::GetFlag(FLAGS_csv),      absl::GetFlag(FLAGS_json)};
+int Demo(int argc, const char* const* argv) {
+  DemoCommand c;
+  FlagSet f("demo",
+            "Runs the DMA ring all-reduce on the simulator over sizes b, b*f, ... up to e with "
+            "integer inputs, and counts every element that differs from the exact sum.");
+  AddRanks(f, &c.ranks);
+  AddDType(f, &c.dtype);
+  AddWire(f, &c.wire);
+  AddPieces(f, &c.pieces);
+  f.Size("-b,--minbytes", &c.min_bytes, 1, kDemoMaxBytes, "smallest size per rank (K, M, G)");
+  f.Size("-e,--maxbytes", &c.max_bytes, 1, kDemoMaxBytes, "largest size per rank");
+  f.Integer("-f,--stepfactor", &c.factor, 2, 1 << 20, "size multiplication factor");
+  f.Integer<uint64_t>("--seed", &c.seed, 0, kU64Max, "simulator scheduling seed");
+  AddInject(f, &c.inject);
+  AddRunFlags(f, c.run);
+  if (int rc = f.Parse(argc, argv); rc >= 0) return rc;
+  return RunDemoCommand(c);
 }
 
-CalibrateCommand CalibrateFlags(int argc, char** argv) {
-  std::string line = "dmalab";
-  for (int i = 1; i < argc; ++i) line += std::string(" ") + argv[i];
-  return CalibrateCommand{absl::GetFlag(FLAGS_gpus), absl::GetFlag(FLAGS_ranks),
-                          absl::GetFlag(FLAGS_out), line};
+int Sweep(int argc, const char* const* argv) {
+  SweepCommand c;
+  FlagSet f("sweep",
+            "Times the all-reduce out of place and in place over sizes b, b*f, ... up to e "
+            "beside its speed of light, one row per size (nccl-tests' all_reduce_perf columns; "
+            "docs/bandwidth.md).");
+  f.Choice("--backend", &c.backend, {"sim", "hw"}, "sim (timing model) or hw (CUDA GPUs)");
+  AddFidelity(f, &c.fidelity);
+  f.Text("--topology", &c.topology, "sim (required): topology YAML the timing model uses");
+  AddRanks(f, &c.ranks);
+  f.Integer("--gpus", &c.gpus, 1, kMaxWorld, "hw: GPUs the ranks spread over");
+  constexpr uint64_t kMaxSweepBytes = 64ull << 30;
+  f.Size("-b,--minbytes", &c.b, 1, kMaxSweepBytes, "smallest size per rank (K, M, G)");
+  f.Size("-e,--maxbytes", &c.e, 1, kMaxSweepBytes, "largest size per rank");
+  f.Integer("-f,--stepfactor", &c.f, 2, 1 << 20, "size multiplication factor");
+  f.Integer("-n,--iters", &c.n, 1, 1000000, "timed calls per size and mode");
+  f.Integer("-w,--warmup_iters", &c.w, 0, 1000000, "untimed calls before them");
+  f.Integer("-c,--check", &c.c, 0, 1, "1: one more call on integer inputs, checked");
+  f.Integer("-G,--cudagraph", &c.graph, 0, 1,
+            "1: replay a captured graph per call (CUDA graphs on hw, simulator graphs on sim)");
+  AddDType(f, &c.dtype);
+  AddWire(f, &c.wire);
+  AddPieces(f, &c.pieces);
+  f.Integer<uint64_t>("--seed", &c.seed, 0, kU64Max, "sim: scheduling seed");
+  f.Text("--csv", &c.csv, "also write the table as CSV to this path");
+  SweepNcclJsonOption nccl;
+  f.Text("-J,--output_file", &nccl.path,
+         "also write the results as nccl-tests JSON to this path (as all_reduce_perf -J)");
+  AddRunFlags(f, c.run);
+  if (int rc = f.Parse(argc, argv); rc >= 0) return rc;
+  if (int rc = f.OnlyWith("--backend=hw", c.backend == "hw", {"--gpus"}); rc >= 0) return rc;
+  if (int rc =
+          f.OnlyWith("--backend=sim", c.backend == "sim", {"--topology", "--seed", "--fidelity"});
+      rc >= 0) {
+    return rc;
+  }
+  nccl.args = {"dmalab"};
+  for (int i = 0; i < argc; ++i) nccl.args.push_back(argv[i]);
+  return RunSweepCommand(c, nccl);
+}
+
+int Calibrate(int argc, const char* const* argv) {
+  CalibrateCommand c;
+  FlagSet f("calibrate",
+            "Measures GPU 0 through CudaDevice (copy, reduce and codec-kernel rates, host costs) "
+            "and writes a topology YAML for the simulator's timing model.");
+  f.Integer("--gpus", &c.gpus, 1, kMaxWorld, "GPUs the ranks spread over");
+  AddRanks(f, &c.ranks);
+  f.Text("--out", &c.out, "the topology YAML to write")->required();
+  if (int rc = f.Parse(argc, argv); rc >= 0) return rc;
+  std::vector<std::string> words = {"dmalab"};
+  for (int i = 0; i < argc; ++i) words.push_back(argv[i]);
+  c.command_line = absl::StrJoin(words, " ");
+  return RunCalibrateCommand(c);
+}
+
+int Zoo(int argc, const char* const* argv) {
+  ZooCommand c;
+  FlagSet f("zoo",
+            "Runs every fault injection against the scenarios that show it over seeds 1..N, and "
+            "the correct implementation over the same seeds: which checker caught each fault "
+            "first, and the false positives.");
+  f.Integer("--seeds", &c.seeds, 1, 1000000, "seeds per fault and scenario");
+  AddFidelity(f, &c.fidelity);
+  f.Text("--root", &c.root,
+         "folder holding scenarios/ and tests/zoo/ (default: $DMALAB_ROOT, else found next to "
+         "the executable or its install prefix)");
+  AddRunFlags(f, c.run);
+  if (int rc = f.Parse(argc, argv); rc >= 0) return rc;
+  return RunZooCommand(c);
+}
+
+int Plan(int argc, const char* const* argv) {
+  PlanCommand c;
+  FlagSet f("plan", "Prints the ring plan (every rank's operations) for one tensor size.");
+  AddRanks(f, &c.ranks);
+  f.Integer<int64_t>("--elems", &c.elems, 1, int64_t{1} << 40, "elements of the tensor");
+  AddDType(f, &c.dtype);
+  AddWire(f, &c.wire);
+  AddPieces(f, &c.pieces);
+  AddInject(f, &c.inject);
+  f.Text("--json", &c.json, "also write the plan as JSON to this path (docs/json.md)");
+  if (int rc = f.Parse(argc, argv); rc >= 0) return rc;
+  return RunPlanCommand(c);
+}
+
+struct Command {
+  const char* name;
+  int (*run)(int argc, const char* const* argv);
+};
+
+constexpr Command kCommands[] = {{"replay", Replay},       {"demo", Demo}, {"sweep", Sweep},
+                                 {"calibrate", Calibrate}, {"zoo", Zoo},   {"plan", Plan}};
+
+const Command* FindCommand(std::string_view name) {
+  for (const Command& c : kCommands) {
+    if (name == c.name) return &c;
+  }
+  return nullptr;
+}
+
+std::string CommandNames() {
+  std::vector<std::string> names;
+  for (const Command& c : kCommands) names.push_back(c.name);
+  return absl::StrJoin(names, ", ");
 }
 
 }  // namespace
 }  // namespace dmalab
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(dmalab::kUsage);
-  if (argc < 2 || std::string(argv[1]) == "help" || std::string(argv[1]) == "--help") {
-    std::puts(dmalab::kUsage);
-    return argc < 2 ? 2 : 0;
+  using dmalab::cli::kExitPass;
+  using dmalab::cli::kExitUsage;
+  if (argc < 2) {
+    std::fputs(dmalab::kUsage, stderr);
+    return kExitUsage;
   }
-  const std::string command = argv[1];
-  std::vector<char*> args = {argv[0]};
-  std::vector<std::string> flags;  // --check-determinism spelled as absl spells it
-  flags.reserve(argc);
-  for (int i = 2; i < argc; ++i) {
-    flags.push_back(argv[i]);
-    if (flags.back() == "--check-determinism") flags.back() = "--check_determinism";
-    args.push_back(flags.back().data());
+  const std::string first = argv[1];
+  if (first == "--version") {
+    std::printf("dmalab %s\n", dmalab::ToolVersion());
+    return kExitPass;
   }
-  std::vector<char*> rest = absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
-  if (command == "replay") {
-    dmalab::ReplayCommand c;
-    if (rest.size() != 2) {
-      std::fprintf(stderr, "dmalab replay: need exactly one scenario FILE; run `dmalab help`\n");
-      return 2;
+  if (first == "help" || first == "--help" || first == "-h") {
+    if (argc == 2) {
+      std::fputs(dmalab::kUsage, stdout);
+      return kExitPass;
     }
-    c.file = rest[1];
-    c.backend = absl::GetFlag(FLAGS_backend);
-    c.fidelity = absl::GetFlag(FLAGS_fidelity);
-    if (absl::GetFlag(FLAGS_seed) != 0) c.seed = absl::GetFlag(FLAGS_seed);
-    c.inject = absl::GetFlag(FLAGS_inject);
-    c.json_path = absl::GetFlag(FLAGS_json);
-    c.dump_dir = absl::GetFlag(FLAGS_dump);
-    c.gpus = absl::GetFlag(FLAGS_gpus);
-    c.pieces = absl::GetFlag(FLAGS_pieces);
-    c.seeds = absl::GetFlag(FLAGS_seeds);
-    c.check_determinism = absl::GetFlag(FLAGS_check_determinism);
-    return dmalab::RunReplayCommand(c);
-  }
-  if (rest.size() > 1) {
-    std::fprintf(stderr, "dmalab %s: unexpected argument '%s'\n", command.c_str(), rest[1]);
-    return 2;
-  }
-  if (command == "demo") return dmalab::RunDemo();
-  if (command == "plan") return dmalab::RunPlan();
-  if (command == "sweep") return dmalab::RunSweepCommand(dmalab::SweepFlags());
-  if (command == "calibrate")
-    return dmalab::RunCalibrateCommand(dmalab::CalibrateFlags(argc, argv));
-  if (command == "zoo") {
-    dmalab::ZooOptions options;
-    options.seeds = absl::GetFlag(FLAGS_seeds) ? absl::GetFlag(FLAGS_seeds) : 20;
-    absl::StatusOr<dmalab::Fidelity> fidelity =
-        dmalab::ParseFidelity(absl::GetFlag(FLAGS_fidelity));
-    if (!fidelity.ok()) {
-      std::fprintf(stderr, "dmalab zoo: --%s\n", std::string(fidelity.status().message()).c_str());
-      return 2;
+    const dmalab::Command* c = dmalab::FindCommand(argv[2]);
+    if (c == nullptr || argc > 3) {
+      std::fprintf(stderr, "dmalab help: '%s' is not a command; commands: %s\n", argv[2],
+                   dmalab::CommandNames().c_str());
+      return kExitUsage;
     }
-    options.fidelity = *fidelity;
-    return dmalab::RunZooCommand(options);
+    const char* help_argv[] = {argv[2], "--help"};
+    return c->run(2, help_argv);
   }
-  std::fprintf(stderr, "dmalab: unknown command '%s'; run `dmalab help`\n", command.c_str());
-  return 2;
+  const dmalab::Command* c = dmalab::FindCommand(first);
+  if (c == nullptr) {
+    std::fprintf(stderr, "dmalab: '%s' is not a command; commands: %s (run 'dmalab --help')\n",
+                 first.c_str(), dmalab::CommandNames().c_str());
+    return kExitUsage;
+  }
+  return c->run(argc - 1, argv + 1);
 }

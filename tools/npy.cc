@@ -68,20 +68,4 @@ std::string DumpFileName(std::string_view tensor) {
   return out;
 }
 
-absl::Status WriteTextFile(const std::string& path, std::string_view text) {
-  FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) {
-    return absl::PermissionDeniedError(
-        absl::StrFormat("cannot write '%s': %s", path, std::strerror(errno)));
-  }
-  const bool written =
-      std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0;
-  const int error = errno;
-  if (std::fclose(f) != 0 || !written) {
-    return absl::DataLossError(
-        absl::StrFormat("cannot write '%s': %s", path, std::strerror(written ? errno : error)));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace dmalab

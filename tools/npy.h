@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "common/core/dtype.h"
+#include "tools/command.h"  // WriteTextFile
 
 namespace dmalab {
 
@@ -32,9 +33,6 @@ absl::Status WriteNpy(const std::string& path, DType dtype, const std::vector<in
 // names: ASCII letters, digits, '_', '-' and (not first) '.' are kept, every other byte ('/',
 // NUL, control characters, '%', non-ASCII) becomes %HH. So "../x" becomes "%2E.%2Fx".
 std::string DumpFileName(std::string_view name);
-
-// Writes `text` to `path`; an error names the path and the reason (a full disk included).
-absl::Status WriteTextFile(const std::string& path, std::string_view text);
 
 }  // namespace dmalab
 

@@ -8,6 +8,8 @@
 #include <memory>
 
 #include "absl/strings/str_format.h"
+#include "common/core/json_writer.h"
+#include "common/core/version.h"
 #include "common/scenario/replay.h"
 #include "common/scenario/replay_expectations.h"
 #include "common/scenario/report.h"
@@ -15,6 +17,7 @@
 #include "sim/sim_device.h"
 #include "tools/host_memory.h"
 #include "tools/npy.h"
+#include "tools/progress.h"
 #include "tools/sim_replay.h"
 #ifdef DMALAB_HAVE_CUDA
 #include "hw/cuda_device.h"
@@ -65,21 +68,46 @@ int RunSeedSweep(const Scenario& scenario, const FaultSet& faults, const ReplayC
                  Fidelity fidelity) {
   const auto start = std::chrono::steady_clock::now();
   std::vector<int> failing;
+  JsonWriter json;
+  json.BeginObject();
+  WriteJsonPreamble(json, "replay");
+  json.Key("mode").String("seeds").Key("scenario").String(scenario.name);
+  json.Key("file").String(scenario.file).Key("faults").String(faults.ToString());
+  json.Key("fidelity").String(c.fidelity).Key("seeds").Int(c.seeds);
+  json.Key("failing").BeginArray();
+  Progress progress("replay", "seeds", ProgressWanted(c.run.quiet));
   for (int seed = 1; seed <= c.seeds; ++seed) {
     absl::StatusOr<ReplayReport> r = ReplayOnSim(scenario, faults, seed, c.pieces, fidelity);
     if (!r.ok()) return BadInput(std::string(r.status().message()));
+    progress.Update(seed, c.seeds, absl::StrFormat("%zu failing", failing.size()));
     if (r->pass()) continue;
     failing.push_back(seed);
-    const ReplayFinding& f = r->findings.front();
-    std::printf("seed=%d FAIL findings=%lld first: %s: %s\n", seed,
-                static_cast<long long>(r->findings_total), CheckerOf(f).c_str(),
-                f.detail.substr(0, 200).c_str());
+    const ReplayFinding& f = r->groups.front().first;
+    const std::string where =
+        f.step_index > 0 ? absl::StrFormat("step %d %s", f.step_index, f.step) : f.step;
+    progress.Clear();
+    std::printf("seed=%d FAIL findings=%lld (%zu distinct) first: %s at %s, rank %d: %s\n", seed,
+                static_cast<long long>(r->findings_total), r->groups.size(), f.checker.c_str(),
+                where.c_str(), f.rank, f.detail.substr(0, 200).c_str());
+    json.BeginObject().Key("scheduling_seed").Int(seed);
+    json.Key("findings_total").Int(r->findings_total);
+    json.Key("findings_distinct").Int(static_cast<int64_t>(r->groups.size()));
+    json.Key("first_checker").String(f.checker).Key("first_step").String(f.step);
+    json.Key("first_rank").Int(f.rank).Key("first_detail").String(f.detail).EndObject();
   }
+  progress.Clear();
+  json.EndArray();
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("seeds 1..%d: %zu failing%s, inject %s, fidelity %s, %.1f s, status=%s\n", c.seeds,
               failing.size(),
               failing.empty() ? "" : absl::StrFormat(" (first seed %d)", failing[0]).c_str(),
               faults.ToString().c_str(), c.fidelity.c_str(), s, failing.empty() ? "PASS" : "FAIL");
+  json.Key("status").String(failing.empty() ? "PASS" : "FAIL").EndObject();
+  if (!c.run.json.empty()) {
+    if (absl::Status st = WriteTextFile(c.run.json, json.str() + "\n"); !st.ok()) {
+      return BadInput(absl::StrFormat("--json: %s", st.message()));
+    }
+  }
   return failing.empty() ? 0 : 1;
 }
 
@@ -108,7 +136,11 @@ int CheckDeterminism(const Scenario& scenario, const FaultSet& faults, uint64_t 
 }  // namespace
 
 int RunReplayCommand(const ReplayCommand& c) {
-  if (c.file.empty()) return BadInput("usage: dmalab replay FILE [flags]; see dmalab help");
+  if (c.file.empty())
+    return BadInput("usage: dmalab replay FILE [flags]; see dmalab replay --help");
+  if (absl::Status s = CheckCollective(c.run.collective); !s.ok()) {
+    return BadInput(absl::StrFormat("--collective: %s", s.message()));
+  }
   absl::StatusOr<Scenario> scenario = LoadScenarioFile(c.file);
   if (!scenario.ok()) return BadInput(std::string(scenario.status().message()));
   absl::StatusOr<FaultSet> faults = FaultSet::Parse(c.inject);
@@ -147,8 +179,12 @@ int RunReplayCommand(const ReplayCommand& c) {
   if (sim != nullptr) {
     options.max_memory_bytes = c.max_memory_bytes.value_or(AvailableMemoryBytes());
   }
-  options.progress = c.progress;
   if (sim != nullptr) options.poll_device_findings = NewFindingsPoller(*sim);
+  Progress progress("replay", "steps", ProgressWanted(c.run.quiet));
+  options.progress = [&progress, &c](int64_t done, int64_t total) {
+    progress.Update(done, total);
+    if (c.progress) c.progress(done, total);
+  };
   Device& dev = **device;
   if (!c.dump_dir.empty()) {
     options.inspect_at_end = [&dev, &c](const std::string& name,
@@ -157,24 +193,42 @@ int RunReplayCommand(const ReplayCommand& c) {
     };
   }
   absl::StatusOr<ReplayReport> report = Replay(*scenario, device->get(), options);
+  progress.Clear();
   if (!report.ok()) return BadInput(std::string(report.status().message()));
+  if (sim != nullptr) report->scheduling_seed = seed;
 
   std::fputs(FormatReportText(*report).c_str(), stdout);
-  if (sim != nullptr) std::printf("seed=%llu\n", static_cast<unsigned long long>(seed));
-  if (const Expectation* expect = FindExpectation(*scenario, *faults)) {
-    const std::vector<std::string> diffs = CompareWithExpectation(*expect, *report);
-    std::printf("expectation: %s\n", diffs.empty() ? "met" : "NOT met");
+  bool expectation_met = true;
+  std::vector<std::string> diffs;
+  const Expectation* expect = FindExpectation(*scenario, *faults);
+  if (expect != nullptr) {
+    diffs = CompareWithExpectation(*expect, *report);
+    expectation_met = diffs.empty();
+    std::printf("expectation: %s\n", expectation_met ? "met" : "NOT met");
     for (const std::string& d : diffs) std::printf("  %s\n", d.c_str());
   }
-  if (!c.json_path.empty()) {
-    if (absl::Status s = WriteTextFile(c.json_path, FormatReportJson(*report) + "\n"); !s.ok()) {
+  if (!c.run.json.empty()) {
+    std::string json = FormatReportJson(*report);
+    // The expectation, as one more member of the report object.
+    JsonWriter e;
+    e.BeginObject();
+    if (expect == nullptr) {
+      e.Key("stated").Bool(false);
+    } else {
+      e.Key("stated").Bool(true).Key("met").Bool(expectation_met).Key("differences").BeginArray();
+      for (const std::string& d : diffs) e.String(d);
+      e.EndArray();
+    }
+    e.EndObject();
+    json.insert(json.size() - 1, ",\"expectation\":" + e.str());
+    if (absl::Status s = WriteTextFile(c.run.json, json + "\n"); !s.ok()) {
       return BadInput(absl::StrFormat("--json: %s", s.message()));
     }
   }
   if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
     return BadInput(absl::StrFormat("cannot write the report to stdout: %s", std::strerror(errno)));
   }
-  return report->pass() ? 0 : 1;
+  return report->pass() && expectation_met ? 0 : 1;
 }
 
 }  // namespace dmalab

@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "tools/command.h"
+
 namespace dmalab {
 
 struct ReplayCommand {
@@ -15,12 +17,12 @@ struct ReplayCommand {
   std::string fidelity = "values";  // sim: "values" or "shadow" (no payload: provenance only)
   std::optional<uint64_t> seed;     // simulator scheduling seed; default: the scenario's seed
   std::string inject;               // comma-separated fault names
-  std::string json_path;            // write the JSON report here when set
   std::string dump_dir;             // write every live tensor per rank as .npy here when set
   int gpus = 1;                     // hw: GPUs the ranks spread over
   int pieces = 2;
   int seeds = 0;                   // sim: > 0 replays seeds 1..seeds and reports failing seeds
   bool check_determinism = false;  // sim: replay one seed twice, compare the report bytes
+  RunFlags run;                    // --collective, --json (the report), --quiet
   // sim: refuse a run whose memory need (EstimateReplayMemory) exceeds this many bytes; default
   // the available physical memory (AvailableMemoryBytes).
   std::optional<uint64_t> max_memory_bytes;
@@ -28,7 +30,8 @@ struct ReplayCommand {
   std::function<void(int64_t done, int64_t total)> progress;
 };
 
-// Returns the process exit status: 0 PASS, 1 a check failed, 2 bad input or usage.
+// Returns the process exit status: 0 PASS (and the scenario's expectation for these faults, if
+// it states one, met), 1 a check failed or the expectation was not met, 2 bad input or usage.
 int RunReplayCommand(const ReplayCommand& command);
 
 }  // namespace dmalab

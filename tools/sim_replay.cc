@@ -16,15 +16,11 @@ absl::StatusOr<ReplayReport> ReplayOnSim(const Scenario& scenario, const FaultSe
   options.pieces = pieces;
   options.poll_device_findings = NewFindingsPoller(device);
   options.max_memory_bytes = AvailableMemoryBytes();
-  return Replay(scenario, &device, options);
+  absl::StatusOr<ReplayReport> report = Replay(scenario, &device, options);
+  if (report.ok()) report->scheduling_seed = seed;
+  return report;
 }
 
-std::string CheckerOf(const ReplayFinding& finding) {
-  if (finding.kind == ReplayFindingKind::kDeviceChecker) {
-    const size_t colon = finding.detail.find(':');
-    return colon == std::string::npos ? "device_checker" : finding.detail.substr(0, colon);
-  }
-  return std::string(ReplayFindingKindName(finding.kind));
-}
+std::string CheckerOf(const ReplayFinding& finding) { return finding.checker; }
 
 }  // namespace dmalab

@@ -8,13 +8,16 @@
 #include <fstream>
 #include <memory>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/core/byte_size.h"
 #include "common/ring/ring_planner.h"
 #include "measure/hw_backend.h"
 #include "measure/sweep.h"
 #include "measure/sweep_report.h"
 #include "sim/sim_device.h"
 #include "sim/topology.h"
+#include "tools/progress.h"
 
 namespace dmalab {
 namespace {
@@ -34,10 +37,6 @@ absl::Status WriteFile(const std::string& path, const std::string& text) {
 
 absl::StatusOr<SweepOptions> ParseOptions(const SweepCommand& c) {
   SweepOptions o;
-  absl::StatusOr<uint64_t> b = ParseByteSize(c.b);
-  if (!b.ok()) return absl::InvalidArgumentError(absl::StrFormat("-b: %s", b.status().message()));
-  absl::StatusOr<uint64_t> e = ParseByteSize(c.e);
-  if (!e.ok()) return absl::InvalidArgumentError(absl::StrFormat("-e: %s", e.status().message()));
   absl::StatusOr<DType> dtype = ParseDType(c.dtype);
   if (!dtype.ok()) return dtype.status();
   absl::StatusOr<WireMode> wire = ParseWireMode(c.wire);
@@ -47,8 +46,12 @@ absl::StatusOr<SweepOptions> ParseOptions(const SweepCommand& c) {
         absl::StrFormat("-n is %d, -w %d, -c %d, -G %d; need n >= 1, w >= 0, c in {0, 1}, G >= 0",
                         c.n, c.w, c.c, c.graph));
   }
-  o.min_bytes = *b;
-  o.max_bytes = *e;
+  if (c.b == 0 || c.b > c.e) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("-b is %d bytes and -e %d; need 0 < b <= e", c.b, c.e));
+  }
+  o.min_bytes = c.b;
+  o.max_bytes = c.e;
   o.factor = c.f;
   o.iters = c.n;
   o.warmup = c.w;
@@ -97,19 +100,12 @@ absl::Status DescribeDevices(const SweepCommand& c, const Topology& topology,
   return absl::OkStatus();
 }
 
-// Draws "[#####.....] 3/11 64 MiB in-place" over itself on stderr.
-void DrawProgress(int index, int total, uint64_t bytes, std::string_view phase) {
-  constexpr int kWidth = 20;
-  const int filled = index * kWidth / total;
-  std::fprintf(stderr, "\r[%s%s] %d/%d %llu B %-14s", std::string(filled, '#').c_str(),
-               std::string(kWidth - filled, '.').c_str(), index + 1, total,
-               static_cast<unsigned long long>(bytes), std::string(phase).c_str());
-  std::fflush(stderr);
-}
-
 }  // namespace
 
 int RunSweepCommand(const SweepCommand& c, const SweepNcclJsonOption& nccl) {
+  if (absl::Status s = CheckCollective(c.run.collective); !s.ok()) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat("--collective: ", s.message())));
+  }
   absl::StatusOr<SweepOptions> options = ParseOptions(c);
   if (!options.ok()) return Fail(options.status());
   if (c.ranks < kMinWorld || c.ranks > kMaxWorld) {
@@ -119,6 +115,7 @@ int RunSweepCommand(const SweepCommand& c, const SweepNcclJsonOption& nccl) {
   SweepContext context;
   context.backend = c.backend;
   context.ranks = c.ranks;
+  if (c.backend == "sim") context.seed = c.seed;
   context.options = *options;
   Topology topology;  // declared first: outlives the SimDevice that times on it
   std::unique_ptr<Device> device;
@@ -163,16 +160,18 @@ int RunSweepCommand(const SweepCommand& c, const SweepNcclJsonOption& nccl) {
 
   std::fputs(SweepTableHeader(context).c_str(), stdout);
   std::fflush(stdout);
-  const bool tty = isatty(fileno(stderr)) != 0;
+  Progress progress("sweep", "sizes", ProgressWanted(c.run.quiet));
   SweepObserver observer;
-  if (tty) observer.progress = DrawProgress;
+  observer.progress = [&progress](int index, int total, uint64_t bytes, std::string_view phase) {
+    progress.Update(index, total, absl::StrFormat("%s %s", DescribeByteSize(bytes), phase));
+  };
   observer.row = [&](const SweepRow& row) {
-    if (tty) std::fputs("\r\033[K", stderr);
+    progress.Clear();
     std::fputs(SweepTableRow(row).c_str(), stdout);
     std::fflush(stdout);
   };
   absl::StatusOr<std::vector<SweepRow>> rows = RunSweep(*device, clock, *options, observer);
-  if (tty) std::fputs("\r\033[K", stderr);
+  progress.Clear();
   if (!rows.ok()) return Fail(rows.status());
   context.end_time = LocalTime();
   std::fputs(SweepTableFooter(context, *rows).c_str(), stdout);
@@ -193,8 +192,8 @@ int RunSweepCommand(const SweepCommand& c, const SweepNcclJsonOption& nccl) {
   if (!c.csv.empty()) {
     if (absl::Status s = WriteFile(c.csv, SweepCsv(context, *rows)); !s.ok()) return Fail(s);
   }
-  if (!c.json.empty()) {
-    if (absl::Status s = WriteFile(c.json, SweepJson(context, *rows)); !s.ok()) return Fail(s);
+  if (!c.run.json.empty()) {
+    if (absl::Status s = WriteFile(c.run.json, SweepJson(context, *rows)); !s.ok()) return Fail(s);
   }
   if (!nccl.path.empty()) {
     if (absl::Status s = WriteFile(nccl.path, SweepNcclJson(context, *rows)); !s.ok()) {

@@ -6,20 +6,30 @@
 #include <string>
 #include <vector>
 
+#include "measure/sweep.h"
+#include "tools/command.h"
+
 namespace dmalab {
 
-// The command line's arguments, unparsed.
+// The command line's arguments (nccl-tests' names in comments). The defaults are
+// SweepOptions' own, so the struct, `dmalab sweep --help` and a run agree.
 struct SweepCommand {
-  std::string b = "1M", e = "16M";
-  int f = 2, n = 20, w = 5, c = 1, graph = 0;
+  uint64_t b = SweepOptions{}.min_bytes;     // -b, --minbytes
+  uint64_t e = SweepOptions{}.max_bytes;     // -e, --maxbytes
+  int f = SweepOptions{}.factor;             // -f, --stepfactor
+  int n = SweepOptions{}.iters;              // -n, --iters
+  int w = SweepOptions{}.warmup;             // -w, --warmup_iters
+  int c = SweepOptions{}.check ? 1 : 0;      // -c, --check
+  int graph = SweepOptions{}.graph ? 1 : 0;  // -G, --cudagraph
   std::string dtype = "bf16", wire = "bf16";
-  int pieces = 2;
+  int pieces = SweepOptions{}.pieces;
   std::string backend = "sim";
   std::string fidelity = "values";  // sim: "values" or "shadow" (times only: needs -c 0)
   int ranks = 4, gpus = 1;
   std::string topology;  // sim: required
-  uint64_t seed = 1;
-  std::string csv, json;  // output paths; empty: none
+  uint64_t seed = 1;     // sim: the scheduling seed
+  std::string csv;       // output path; empty: none
+  RunFlags run;          // --collective, --json, --quiet
 };
 
 // `dmalab sweep`: prints the table on stdout and writes the files. Exit status: 0, 1 when a

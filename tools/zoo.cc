@@ -2,15 +2,22 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <set>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/core/json_writer.h"
 #include "common/ring/dma_all_reduce.h"
+#include "common/scenario/report.h"
 #include "common/scenario/scenario_loader.h"
 #include "sim/sim_device.h"
+#include "tools/progress.h"
 #include "tools/sim_replay.h"
 
 namespace dmalab {
@@ -133,6 +140,13 @@ absl::StatusOr<ZooReport> RunZoo(const ZooOptions& options) {
     scenarios.emplace(file, *std::move(s));
   }
   ZooReport report;
+  int64_t total = 0, done = 0;
+  for (const ZooCase& c : Catalog()) total += static_cast<int64_t>(c.scenarios.size());
+  total = (total + static_cast<int64_t>(ZooScenarios().size())) * options.seeds;
+  const auto ran = [&](int64_t runs) {
+    done += runs;
+    if (options.progress) options.progress(done, total);
+  };
   for (const ZooCase& c : Catalog()) {
     for (const std::string& file : c.scenarios) {
       ZooRow row;
@@ -144,7 +158,9 @@ absl::StatusOr<ZooReport> RunZoo(const ZooOptions& options) {
             RunCase(scenarios, file, FaultSet().Add(c.fault), seed, options.fidelity);
         if (!found.ok()) return found.status();
         ++row.seeds_run;
+        ran(1);
         if (found->empty()) continue;
+        ran(options.seeds - seed);  // the seeds a detected row skips
         row.detected = true;
         row.first_seed = seed;
         row.checkers = absl::StrJoin(*found, ",");
@@ -161,6 +177,7 @@ absl::StatusOr<ZooReport> RunZoo(const ZooOptions& options) {
           RunCase(scenarios, file, FaultSet(), seed, options.fidelity);
       if (!found.ok()) return found.status();
       ++row.seeds_run;
+      ran(1);
       if (found->empty()) continue;
       if (row.failing_runs++ == 0) row.first_failing_seed = seed;
     }
@@ -206,17 +223,117 @@ std::string FormatZooReport(const ZooReport& report, const ZooOptions& options) 
   return out;
 }
 
-int RunZooCommand(const ZooOptions& options) {
-  if (options.seeds < 1) {
-    std::fprintf(stderr, "dmalab zoo: --seeds is %d; must be >= 1\n", options.seeds);
-    return 2;
+std::string FormatZooJson(const ZooReport& report, const ZooOptions& options) {
+  JsonWriter w;
+  w.BeginObject();
+  WriteJsonPreamble(w, "zoo");
+  w.Key("fidelity").String(FidelityName(options.fidelity)).Key("seeds").Int(options.seeds);
+  w.Key("faults").BeginArray();
+  for (const ZooRow& row : report.faults) {
+    w.BeginObject().Key("fault").String(FaultName(row.fault)).Key("scenario").String(row.scenario);
+    w.Key("benign").Bool(row.benign).Key("detected").Bool(row.detected);
+    w.Key("checkers").BeginArray();
+    if (row.detected) {
+      for (absl::string_view c : absl::StrSplit(row.checkers, ',')) w.String(std::string(c));
+    }
+    w.EndArray();
+    w.Key("first_seed");
+    if (row.detected) {
+      w.UInt(row.first_seed);
+    } else {
+      w.Null();
+    }
+    w.Key("seeds_run").Int(row.seeds_run).EndObject();
   }
+  w.EndArray();
+  w.Key("clean").BeginArray();
+  for (const ZooCleanRow& row : report.clean) {
+    w.BeginObject().Key("scenario").String(row.scenario).Key("seeds_run").Int(row.seeds_run);
+    w.Key("failing_runs").Int(row.failing_runs).Key("first_failing_seed");
+    if (row.failing_runs > 0) {
+      w.UInt(row.first_failing_seed);
+    } else {
+      w.Null();
+    }
+    w.Key("seconds").Double(row.seconds).EndObject();
+  }
+  w.EndArray();
+  w.Key("seconds").Double(report.seconds);
+  w.Key("status").String(report.pass() ? "PASS" : "FAIL");
+  w.EndObject();
+  return w.str();
+}
+
+absl::StatusOr<std::string> FindZooRoot(const std::string& root) {
+  const auto holds_zoo = [](const std::filesystem::path& dir) {
+    std::error_code ec;
+    for (const std::string& file : ZooScenarios()) {
+      if (file.rfind("api:", 0) == 0) continue;
+      if (!std::filesystem::is_regular_file(dir / file, ec)) return false;
+    }
+    return true;
+  };
+  std::vector<std::pair<std::string, std::string>> candidates;  // (folder, why)
+  if (!root.empty()) {
+    candidates.emplace_back(root, "--root");
+  } else if (const char* env = std::getenv("DMALAB_ROOT"); env != nullptr && *env != '\0') {
+    candidates.emplace_back(env, "$DMALAB_ROOT");
+  } else {
+    std::error_code ec;
+    const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (!ec) {
+      candidates.emplace_back((exe.parent_path() / ".." / "share" / "dmalab").lexically_normal(),
+                              "the install prefix");
+      candidates.emplace_back((exe.parent_path() / ".." / "..").lexically_normal(),
+                              "above the executable's folder");
+    }
+#ifdef DMALAB_SOURCE_DIR
+    candidates.emplace_back(DMALAB_SOURCE_DIR, "the source tree it was built from");
+#endif
+    candidates.emplace_back(std::filesystem::current_path(ec).string(), "the current directory");
+  }
+  std::vector<std::string> looked;
+  for (const auto& [dir, why] : candidates) {
+    if (holds_zoo(dir)) return dir;
+    looked.push_back(absl::StrFormat("%s (%s)", dir, why));
+  }
+  return absl::NotFoundError(absl::StrFormat(
+      "cannot find the zoo's scenarios (%s and %d more files); looked in: %s; pass --root=DIR "
+      "or set DMALAB_ROOT to a folder holding scenarios/ and tests/zoo/ (the source tree, or an "
+      "install's share/dmalab)",
+      ZooScenarios().front(), ZooScenarios().size() - 2, absl::StrJoin(looked, ", ")));
+}
+
+int RunZooCommand(const ZooCommand& command) {
+  const auto bad_input = [](const std::string& message) {
+    std::fprintf(stderr, "dmalab zoo: %s\n", message.c_str());
+    return 2;
+  };
+  ZooOptions options;
+  options.seeds = command.seeds;
+  if (options.seeds < 1)
+    return bad_input(absl::StrFormat("--seeds is %d; must be >= 1", options.seeds));
+  absl::StatusOr<Fidelity> fidelity = ParseFidelity(command.fidelity);
+  if (!fidelity.ok()) return bad_input(absl::StrCat("--", fidelity.status().message()));
+  options.fidelity = *fidelity;
+  if (absl::Status s = CheckCollective(command.run.collective); !s.ok()) {
+    return bad_input(absl::StrCat("--collective: ", s.message()));
+  }
+  absl::StatusOr<std::string> root = FindZooRoot(command.root);
+  if (!root.ok()) return bad_input(std::string(root.status().message()));
+  options.root = *root;
+  Progress progress("zoo", "runs", ProgressWanted(command.run.quiet));
+  options.progress = [&progress](int64_t done, int64_t total) { progress.Update(done, total); };
   absl::StatusOr<ZooReport> report = RunZoo(options);
-  if (!report.ok()) {
-    std::fprintf(stderr, "dmalab zoo: %s\n", std::string(report.status().message()).c_str());
-    return 2;
-  }
+  progress.Clear();
+  if (!report.ok()) return bad_input(std::string(report.status().message()));
   std::fputs(FormatZooReport(*report, options).c_str(), stdout);
+  if (!command.run.json.empty()) {
+    if (absl::Status s = WriteTextFile(command.run.json, FormatZooJson(*report, options) + "\n");
+        !s.ok()) {
+      return bad_input(absl::StrCat("--json: ", s.message()));
+    }
+  }
   return report->pass() ? 0 : 1;
 }
 

@@ -6,20 +6,41 @@
 #define DMALAB_TOOLS_ZOO_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/ring/faults.h"
 #include "sim/sim_device.h"
+#include "tools/command.h"
 
 namespace dmalab {
 
 struct ZooOptions {
   int seeds = 20;          // seeds 1..seeds: a fault's search budget and the false-positive sweep
-  std::string root = ".";  // the repository root; scenario paths are relative to it
+  std::string root = ".";  // where the zoo's files are: scenario paths are relative to it
   Fidelity fidelity = Fidelity::kValues;
+  // Optional: called after every run with the runs done and the most the zoo can run (a fault
+  // row stops at its first detection; the runs it skips count as done).
+  std::function<void(int64_t done, int64_t total)> progress;
 };
+
+// `dmalab zoo`'s flags.
+struct ZooCommand {
+  int seeds = 20;
+  std::string fidelity = "values";
+  // --root: the folder holding scenarios/ and tests/zoo/ (a source tree or an install's
+  // share/dmalab); empty: search (FindZooRoot).
+  std::string root;
+  RunFlags run;
+};
+
+// Where the zoo's files are: `root` when given, else $DMALAB_ROOT when set, else the first of
+// <executable's folder>/../share/dmalab, <executable's folder>/../.., the source tree this
+// binary was built from, and the current directory that holds every file of ZooScenarios().
+// The error names every place it looked.
+absl::StatusOr<std::string> FindZooRoot(const std::string& root);
 
 // One fault against one scenario.
 struct ZooRow {
@@ -58,8 +79,11 @@ absl::StatusOr<ZooReport> RunZoo(const ZooOptions& options);
 // The table `dmalab zoo` prints.
 std::string FormatZooReport(const ZooReport& report, const ZooOptions& options);
 
+// The report as JSON (docs/json.md).
+std::string FormatZooJson(const ZooReport& report, const ZooOptions& options);
+
 // Returns the exit status: 0 PASS, 1 a fault undetected or a false positive, 2 bad input.
-int RunZooCommand(const ZooOptions& options);
+int RunZooCommand(const ZooCommand& command);
 
 }  // namespace dmalab
 

@@ -29,6 +29,7 @@ class JsonWriter {
   JsonWriter& UInt(uint64_t value);
   JsonWriter& Double(double value);  // null when not finite
   JsonWriter& Bool(bool value);
+  JsonWriter& Null();
 
   // The text written so far.
   const std::string& str() const { return out_; }

@@ -86,6 +86,54 @@ struct DeviceFailure {
   absl::Status status;
 };
 
+// Adds `f` to its group in r.groups (group_of: step_id + signature -> index), a new group while
+// fewer than kMaxGroups exist, else counts it in groups_not_kept. Fills an empty signature from
+// the checker and the tensors.
+void AddToGroups(ReplayReport& r, std::map<std::string, size_t>& group_of, ReplayFinding& f) {
+  if (f.checker.empty()) f.checker = std::string(ReplayFindingKindName(f.kind));
+  if (f.step_desc.empty()) f.step_desc = f.step;
+  if (f.signature.empty()) {  // the replay's own checks: the check and the tensors it names
+    f.signature = f.checker;
+    for (const StorageRef& s : f.storage) absl::StrAppend(&f.signature, "|", s.tensor);
+    // A failure of the collective or the device says what failed where (a rank that hung, the
+    // ranks that timed out waiting for it): each is its own finding.
+    if (f.kind == ReplayFindingKind::kDeviceError ||
+        f.kind == ReplayFindingKind::kCollectiveError) {
+      absl::StrAppend(&f.signature, "|", f.detail);
+    }
+  }
+  // Without a place in the file (findings assembled outside Replay), the step's ordinal.
+  const std::string key = f.step_id.empty() ? absl::StrCat("#", f.step_index, "|", f.signature)
+                                            : absl::StrCat(f.step_id, "|", f.signature);
+  auto it = group_of.find(key);
+  if (it == group_of.end() && r.groups.size() >= ReplayReport::kMaxGroups) {
+    ++r.groups_not_kept;
+    return;
+  }
+  if (it == group_of.end()) {
+    it = group_of.emplace(key, r.groups.size()).first;
+    FindingGroup g;
+    g.first = f;
+    r.groups.push_back(std::move(g));
+  }
+  FindingGroup& g = r.groups[it->second];
+  ++g.count;
+  if (!std::binary_search(g.ranks.begin(), g.ranks.end(), f.rank)) {
+    g.ranks.insert(std::upper_bound(g.ranks.begin(), g.ranks.end(), f.rank), f.rank);
+  }
+  if (f.iteration > 0) {
+    auto& ranges = g.iteration_ranges;
+    if (!ranges.empty() && f.iteration >= ranges.back().first &&
+        f.iteration <= ranges.back().second + 1) {
+      ranges.back().second = std::max(ranges.back().second, f.iteration);
+    } else if (ranges.size() < FindingGroup::kMaxRanges) {
+      ranges.emplace_back(f.iteration, f.iteration);
+    } else {
+      g.iteration_ranges_truncated = true;
+    }
+  }
+}
+
 class Replayer {
  public:
   Replayer(const Scenario& s, Device* d, const ReplayOptions& o) : s_(s), d_(d), o_(o) {}
@@ -142,15 +190,19 @@ class Replayer {
   std::map<std::string, Retention> retained_;
   std::set<std::pair<std::string, std::string>> reported_aliases_;
   std::vector<std::pair<int64_t, int64_t>> iterations_;  // (current, times) of enclosing repeats
-  std::string step_text_;
-  bool values_ = true;  // the device holds values (else provenance only)
+  std::string step_text_;                                // Describe() and the iteration
+  std::string step_desc_;                                // Describe()
+  std::string step_id_;                                  // Step::path
+  int64_t iteration_ = 0, iterations_total_ = 0;
+  int64_t total_steps_ = 0;
+  std::map<std::string, size_t> group_of_;  // step_id + signature -> index in r_.groups
+  bool values_ = true;                      // the device holds values (else provenance only)
   Contents buf_, buf0_;
   std::vector<Contents> snapshot_pool_;
   std::map<std::string, CapturedGraph> graphs_;
   CapturedGraph* capturing_ = nullptr;  // the graph a capture_graph step is recording
   absl::Status device_failure_;
   ReplayFindingKind failure_kind_ = ReplayFindingKind::kDeviceError;
-  int64_t total_steps_ = 0;
 };
 
 // Peak live and retained bytes per rank over the steps, repeats walked until their effect on
@@ -255,6 +307,7 @@ absl::StatusOr<ReplayReport> Replayer::Run() {
   absl::Status s = Steps(s_.steps);
   if (!s.ok() && device_failure_.ok()) return s;  // bad input
   if (!s.ok()) {
+    PollDeviceFindings();  // what the device's checkers saw before it failed (a deadlock)
     ReplayFinding f = NewFinding(failure_kind_, 0);
     f.detail = std::string(s.message());
     AddFinding(std::move(f));
@@ -265,7 +318,9 @@ absl::StatusOr<ReplayReport> Replayer::Run() {
     }
   }
   // Return whatever is still live, so a device's allocator sees a clean end.
-  step_text_ = "end of scenario";
+  step_text_ = step_desc_ = "end of scenario";
+  step_id_ = "end";
+  iteration_ = iterations_total_ = 0;
   while (!live_.empty()) Release(live_.begin()->first, /*at_end=*/true);
   PollDeviceFindings();
   return std::move(r_);
@@ -283,11 +338,20 @@ absl::Status Replayer::Steps(const std::vector<Step>& steps) {
       continue;
     }
     ++r_.steps_executed;
-    step_text_ = step.Describe();
+    step_desc_ = step_text_ = step.Describe();
+    step_id_ = step.path;
     d_->SetContext(absl::StrFormat("step %d %s", r_.steps_executed, step.Describe()));
+    iteration_ = iterations_total_ = 0;
     if (!iterations_.empty()) {
       std::vector<std::string> its;
-      for (auto [i, n] : iterations_) its.push_back(absl::StrFormat("%d/%d", i + 1, n));
+      iteration_ = 0;
+      iterations_total_ = 1;
+      for (auto [i, n] : iterations_) {
+        its.push_back(absl::StrFormat("%d/%d", i + 1, n));
+        iteration_ = iteration_ * n + i;  // the loader bounds the expanded step count
+        iterations_total_ *= n;
+      }
+      ++iteration_;
       absl::StrAppend(&step_text_, " [iteration ", absl::StrJoin(its, ", "), "]");
     }
     if (absl::Status s = One(step); !s.ok()) return s;
@@ -688,24 +752,37 @@ void Replayer::CheckAliases() {
 
 void Replayer::PollDeviceFindings() {
   if (!o_.poll_device_findings) return;
-  for (std::string& line : o_.poll_device_findings()) {
-    ReplayFinding f = NewFinding(ReplayFindingKind::kDeviceChecker, 0);
-    f.detail = std::move(line);
+  DeviceFindings found = o_.poll_device_findings();
+  for (DeviceFinding& d : found.findings) {
+    ReplayFinding f = NewFinding(ReplayFindingKind::kDeviceChecker, std::max(d.rank, 0));
+    f.checker = d.checker;
+    if (d.mem.bytes > 0) f.storage = {{d.alloc_tag, d.mem}};
+    f.signature = DeviceFindingSignature(d);
+    f.ops = std::move(d.ops);
+    f.detail = std::move(d.detail);
     AddFinding(std::move(f));
   }
+  r_.device_findings_not_kept += found.not_kept;
+  r_.findings_total += found.not_kept;
 }
 
 ReplayFinding Replayer::NewFinding(ReplayFindingKind kind, int rank) const {
   ReplayFinding f;
   f.kind = kind;
+  f.checker = std::string(ReplayFindingKindName(kind));
   f.step_index = r_.steps_executed;
   f.step = step_text_;
+  f.step_desc = step_desc_;
+  f.step_id = step_id_;
+  f.iteration = iteration_;
+  f.iterations = iterations_total_;
   f.rank = rank;
   return f;
 }
 
 void Replayer::AddFinding(ReplayFinding f) {
   ++r_.findings_total;
+  AddToGroups(r_, group_of_, f);
   if (static_cast<int64_t>(r_.findings.size()) < o_.max_findings)
     r_.findings.push_back(std::move(f));
 }
@@ -746,6 +823,13 @@ bool IsRejectedArguments(const absl::Status& status) {
 absl::StatusOr<ReplayReport> Replay(const Scenario& scenario, Device* device,
                                     const ReplayOptions& options) {
   return Replayer(scenario, device, options).Run();
+}
+
+void GroupFindings(ReplayReport& report) {
+  report.groups.clear();
+  report.groups_not_kept = 0;
+  std::map<std::string, size_t> group_of;
+  for (ReplayFinding& f : report.findings) AddToGroups(report, group_of, f);
 }
 
 }  // namespace dmalab

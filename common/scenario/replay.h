@@ -23,6 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/core/device.h"
+#include "common/core/device_finding.h"
 #include "common/core/tensor.h"
 #include "common/ring/faults.h"
 #include "common/scenario/scenario.h"
@@ -43,9 +44,13 @@ struct ReplayOptions {
   int pieces = 2;                // DmaAllReduceOptions::pieces
   int max_findings = 64;         // findings kept in the report; later ones are only counted
   // Optional: polled after every step for what the device's own checkers found since the last
-  // poll (SimDevice: races, use after free or reuse, deadlocks), one line each. Each line
-  // becomes a kDeviceChecker finding of that step.
-  std::function<std::vector<std::string>()> poll_device_findings;
+  // poll (SimDevice: races, use after free or reuse, deadlocks; NewFindingsPoller). Each becomes
+  // a kDeviceChecker finding of that step, with the device's checker, rank and storage.
+  std::function<DeviceFindings()> poll_device_findings;
+  // Optional: progress of a run, for a display. Called with (0, total) before the first step,
+  // then after every executed step with (steps done, total); total is the expanded step count
+  // (Scenario::ExpandedStepCount). Called often: keep it cheap and throttle any output.
+  std::function<void(int64_t done, int64_t total)> progress;
   // Optional: called after the last step for every tensor still live (name, one view per rank),
   // before the replay frees them; an error ends the replay with that error.
   std::function<absl::Status(const std::string&, const std::vector<TensorView>&)> inspect_at_end;
@@ -59,10 +64,6 @@ struct ReplayOptions {
   // allocated. Meant for the simulator, which holds every rank's memory in this process (dmalab
   // replay sets it to the available physical memory). 0: no check.
   uint64_t max_memory_bytes = 0;
-  // Optional: progress of a run, for a display. Called with (0, total) before the first step,
-  // then after every executed step with (steps done, total); total is the expanded step count.
-  // Called often: keep it cheap and throttle any output.
-  std::function<void(int64_t done, int64_t total)> progress;
   // All-reduce records kept in the report (ReplayReport::all_reduces); later ones are only
   // counted, so memory stays flat in the number of calls.
   int64_t max_all_reduce_records = 10000;
@@ -108,13 +109,38 @@ struct StorageRef {
 
 struct ReplayFinding {
   ReplayFindingKind kind = ReplayFindingKind::kDeviceError;
+  // The check that found it: the device checker's name for kDeviceChecker ("race",
+  // "use-after-free", ...), else ReplayFindingKindName(kind).
+  std::string checker;
   int64_t step_index = 0;  // 1-based ordinal among executed steps; 0 after the last step
   std::string step;        // Step::Describe(), with repeat iterations
+  std::string step_desc;   // Step::Describe() alone ("end of scenario" after the last step)
+  std::string step_id;     // the step's place in the file (Step::path), the same every iteration
+  // Repeats: the iteration, 1-based and counted over all enclosing repeats in execution order,
+  // and how many there are; 0 and 0 outside repeats.
+  int64_t iteration = 0;
+  int64_t iterations = 0;
   int rank = 0;
-  std::vector<StorageRef> storage;
-  int64_t elems = 0;     // elements affected (mismatches), where that applies
-  int64_t of_elems = 0;  // elements compared
+  std::vector<StorageRef> storage;  // device findings: the allocation (tag) and bytes, if any
+  std::vector<FindingOp> ops;       // device findings: the operations involved
+  int64_t elems = 0;                // elements affected (mismatches), where that applies
+  int64_t of_elems = 0;             // elements compared
   std::string detail;
+  // What is the same when this bug shows on another rank or iteration (checker, tensors or
+  // allocation tag, operations without call numbers); with step_id it groups findings.
+  std::string signature;
+};
+
+// One distinct finding: every finding of one step (all iterations) with one signature.
+struct FindingGroup {
+  ReplayFinding first;     // the first occurrence, in full
+  int64_t count = 0;       // occurrences
+  std::vector<int> ranks;  // sorted, distinct
+  // Iterations covered, as sorted inclusive ranges [a, b] (1-based); empty outside repeats.
+  // At most kMaxRanges are kept; iteration_ranges_truncated says more were seen.
+  std::vector<std::pair<int64_t, int64_t>> iteration_ranges;
+  bool iteration_ranges_truncated = false;
+  static constexpr size_t kMaxRanges = 64;
 };
 
 struct AllReduceRecord {
@@ -143,13 +169,22 @@ struct ReplayReport {
   int world = 0;
   std::string wire;
   std::string faults;  // FaultSet::ToString()
-  uint64_t seed = 0;
+  uint64_t seed = 0;   // the fill seed (the scenario's unless ReplayOptions::seed)
   int64_t steps_executed = 0;
   std::vector<AllReduceRecord> all_reduces;  // the first ReplayOptions::max_all_reduce_records
   int64_t all_reduces_total = 0;
 
   std::vector<ReplayFinding> findings;  // the first ReplayOptions::max_findings
-  int64_t findings_total = 0;
+  int64_t findings_total = 0;  // every finding, including device findings the device did not keep
+  // Distinct findings in order of first occurrence: the first kMaxGroups; later distinct ones
+  // are counted in groups_not_kept.
+  std::vector<FindingGroup> groups;
+  int64_t groups_not_kept = 0;
+  static constexpr size_t kMaxGroups = 256;
+  // Device findings counted but not kept by the device (SimDevice keeps 20 of each kind).
+  int64_t device_findings_not_kept = 0;
+  // The simulator's scheduling seed, set by whoever made the device; unset on other devices.
+  std::optional<uint64_t> scheduling_seed;
 
   bool pointer_alias = false;
   // Retained-value summary: for each retention (a retain step and the tensor it names), the most
@@ -171,6 +206,11 @@ struct ReplayReport {
 // call (DeadlineExceeded from a flag wait that timed out, Internal or Unavailable from the
 // device, ...) is the collective under test failing while it executes: a finding.
 bool IsRejectedArguments(const absl::Status& status);
+
+// Rebuilds report.groups (and groups_not_kept) from report.findings, as Replay groups them: for a
+// report assembled outside Replay (the PyTorch harness, python/dmalab/torch). A finding without
+// a checker gets ReplayFindingKindName(kind); without a step_id, it groups by step_index.
+void GroupFindings(ReplayReport& report);
 
 // Replays `scenario` on `device`, whose world size must equal the scenario's. Returns an error
 // (bad input: exit status 2 in tools) when the scenario cannot run on this device, exceeds

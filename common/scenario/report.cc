@@ -5,6 +5,7 @@
 #include "common/core/hash.h"
 #include "common/core/json_writer.h"
 #include "common/core/text_escape.h"
+#include "common/core/version.h"
 
 namespace dmalab {
 
@@ -39,6 +40,79 @@ std::string SummaryLine(const ReplayReport& r) {
       WithThousands(r.retained_elems), BoolText(r.rank_consistent), r.pass() ? "PASS" : "FAIL");
 }
 
+std::string FormatRanges(const std::vector<std::pair<int64_t, int64_t>>& ranges) {
+  std::vector<std::string> parts;
+  for (auto [a, b] : ranges) {
+    parts.push_back(a == b ? absl::StrFormat("%d", a) : absl::StrFormat("%d-%d", a, b));
+  }
+  return absl::StrJoin(parts, ",");
+}
+
+std::string FormatRanks(const std::vector<int>& ranks) {
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  for (int r : ranks) {
+    if (!ranges.empty() && ranges.back().second + 1 == r) {
+      ranges.back().second = r;
+    } else {
+      ranges.emplace_back(r, r);
+    }
+  }
+  return absl::StrFormat("%s %s", ranks.size() == 1 ? "rank" : "ranks", FormatRanges(ranges));
+}
+
+// Step descriptions, names and details come from the scenario file: escaped, as everywhere in
+// the report.
+std::string FormatFindingGroup(const FindingGroup& g) {
+  const ReplayFinding& f = g.first;
+  std::string where;
+  if (f.step_index == 0) {
+    where = EscapeText(f.step_desc);
+  } else if (f.iterations > 0) {
+    where = absl::StrFormat(
+        "step %d %s, %s %s of %d", f.step_index, EscapeText(f.step_desc),
+        g.iteration_ranges.size() == 1 &&
+                g.iteration_ranges[0].first == g.iteration_ranges[0].second
+            ? "iteration"
+            : "iterations",
+        FormatRanges(g.iteration_ranges) + (g.iteration_ranges_truncated ? ",..." : ""),
+        f.iterations);
+  } else {
+    where = absl::StrFormat("step %d %s", f.step_index, EscapeText(f.step_desc));
+  }
+  std::string line =
+      absl::StrFormat("FINDING %s: %s, %s", EscapeText(f.checker), where, FormatRanks(g.ranks));
+  if (g.count > 1)
+    absl::StrAppendFormat(&line, " (%s findings, first shown)", WithThousands(g.count));
+  absl::StrAppendFormat(&line, ": %s", EscapeText(f.detail));
+  if (!f.storage.empty()) {
+    std::vector<std::string> storage;
+    for (const StorageRef& s : f.storage) {
+      storage.push_back(absl::StrFormat("'%s' %s", EscapeText(s.tensor), FormatStorage(s.mem)));
+    }
+    absl::StrAppendFormat(&line, "; storage: %s", absl::StrJoin(storage, "; "));
+  }
+  return line;
+}
+
+std::string ErrorSummaryLine(const ReplayReport& r) {
+  const int64_t distinct = static_cast<int64_t>(r.groups.size()) + r.groups_not_kept;
+  std::string line = absl::StrFormat("ERROR SUMMARY: %s finding%s", WithThousands(r.findings_total),
+                                     r.findings_total == 1 ? "" : "s");
+  if (r.findings_total > 0) {
+    absl::StrAppendFormat(&line, " (%s distinct)", WithThousands(distinct));
+  }
+  if (r.groups_not_kept > 0) {
+    absl::StrAppendFormat(&line, "; %s distinct findings not listed (the first %d are)",
+                          WithThousands(r.groups_not_kept), ReplayReport::kMaxGroups);
+  }
+  if (r.device_findings_not_kept > 0) {
+    absl::StrAppendFormat(&line,
+                          "; %s device findings counted but not kept by the device (not listed)",
+                          WithThousands(r.device_findings_not_kept));
+  }
+  return line;
+}
+
 std::string FormatReportText(const ReplayReport& r) {
   std::string out;
   // Names, labels and paths come from the scenario file: escaped (common/core/text_escape.h), so
@@ -46,9 +120,10 @@ std::string FormatReportText(const ReplayReport& r) {
   const auto esc = [](std::string_view text) { return EscapeText(text); };
   absl::StrAppendFormat(&out, "scenario %s (%s)\n", esc(r.scenario), esc(r.file));
   absl::StrAppendFormat(
-      &out, "collective=%s device=%s fidelity=%s world=%d wire=%s faults=%s seed=%d steps=%d\n",
+      &out, "collective=%s device=%s fidelity=%s world=%d wire=%s faults=%s seed=%d steps=%d%s\n",
       r.collective.empty() ? "none" : esc(r.collective), r.device, r.fidelity, r.world, r.wire,
-      r.faults, r.seed, r.steps_executed);
+      r.faults, r.seed, r.steps_executed,
+      r.scheduling_seed ? absl::StrFormat(" scheduling_seed=%d", *r.scheduling_seed) : "");
   for (const AllReduceRecord& a : r.all_reduces) {
     absl::StrAppendFormat(&out, "step %d %s: %s -> %s (%s) %s elems %s bytes hash=%s%s\n",
                           a.step_index, esc(a.step), esc(a.input), esc(a.output),
@@ -56,26 +131,12 @@ std::string FormatReportText(const ReplayReport& r) {
                           WithThousands(static_cast<int64_t>(a.bytes)), OutputHash(r, a.hash),
                           a.rank_consistent ? "" : " RANKS DIFFER");
   }
-  for (const ReplayFinding& f : r.findings) {
-    std::vector<std::string> storage;
-    for (const StorageRef& s : f.storage) {
-      storage.push_back(absl::StrFormat("'%s' %s", esc(s.tensor), FormatStorage(s.mem)));
-    }
-    const std::string where =
-        f.step_index > 0 ? absl::StrFormat("step %d %s", f.step_index, f.step) : f.step;
-    absl::StrAppendFormat(&out, "FINDING %s: %s, rank %d: %s; storage: %s\n",
-                          ReplayFindingKindName(f.kind), esc(where), f.rank, esc(f.detail),
-                          absl::StrJoin(storage, "; "));
-  }
+  for (const FindingGroup& g : r.groups) out += FormatFindingGroup(g) + "\n";
+  out += ErrorSummaryLine(r) + "\n";
   if (r.all_reduces_total > static_cast<int64_t>(r.all_reduces.size())) {
     absl::StrAppendFormat(
         &out, "... and %s more all-reduces\n",
         WithThousands(r.all_reduces_total - static_cast<int64_t>(r.all_reduces.size())));
-  }
-  if (r.findings_total > static_cast<int64_t>(r.findings.size())) {
-    absl::StrAppendFormat(
-        &out, "... and %s more findings\n",
-        WithThousands(r.findings_total - static_cast<int64_t>(r.findings.size())));
   }
   absl::StrAppendFormat(&out, "retained_mismatches counts rank %d's copy of each retained tensor",
                         r.retained_rank);
@@ -97,13 +158,57 @@ std::string FormatReportText(const ReplayReport& r) {
   return out;
 }
 
+void WriteJsonPreamble(JsonWriter& w, std::string_view command) {
+  w.Key("schema").String("dmalab." + std::string(command));
+  w.Key("schema_version").Int(kJsonSchemaVersion);
+  w.Key("tool").String("dmalab").Key("tool_version").String(ToolVersion());
+  w.Key("command").String(command);
+}
+
+namespace {
+
+void WriteFindingJson(JsonWriter& w, const ReplayFinding& f) {
+  w.BeginObject();
+  w.Key("kind").String(ReplayFindingKindName(f.kind)).Key("checker").String(f.checker);
+  w.Key("step_index").Int(f.step_index).Key("step").String(f.step);
+  w.Key("step_id").String(f.step_id);
+  w.Key("iteration").Int(f.iteration).Key("iterations").Int(f.iterations);
+  w.Key("rank").Int(f.rank);
+  w.Key("storage").BeginArray();
+  for (const StorageRef& s : f.storage) {
+    w.BeginObject().Key("tensor").String(s.tensor).Key("rank").Int(s.mem.rank);
+    w.Key("addr").String(absl::StrFormat("0x%x", s.mem.addr)).Key("bytes").UInt(s.mem.bytes);
+    w.Key("alloc_id").UInt(s.mem.alloc_id).EndObject();
+  }
+  w.EndArray();
+  w.Key("ops").BeginArray();
+  for (const FindingOp& op : f.ops) {
+    w.BeginObject().Key("rank").Int(op.rank).Key("stream").String(op.stream);
+    w.Key("label").String(op.label).Key("access").String(op.access).EndObject();
+  }
+  w.EndArray();
+  w.Key("elems").Int(f.elems).Key("of_elems").Int(f.of_elems).Key("detail").String(f.detail);
+  w.EndObject();
+}
+
+}  // namespace
+
 std::string FormatReportJson(const ReplayReport& r) {
   JsonWriter w;
   w.BeginObject();
+  WriteJsonPreamble(w, "replay");
+  w.Key("collective").String(r.collective);
   w.Key("scenario").String(r.scenario).Key("file").String(r.file).Key("device").String(r.device);
   w.Key("fidelity").String(r.fidelity);
   w.Key("world").Int(r.world).Key("wire").String(r.wire).Key("faults").String(r.faults);
-  w.Key("seed").UInt(r.seed).Key("steps_executed").Int(r.steps_executed);
+  w.Key("seed").UInt(r.seed);
+  w.Key("scheduling_seed");
+  if (r.scheduling_seed) {
+    w.UInt(*r.scheduling_seed);
+  } else {
+    w.Null();
+  }
+  w.Key("steps_executed").Int(r.steps_executed);
   w.Key("all_reduces").BeginArray();
   for (const AllReduceRecord& a : r.all_reduces) {
     w.BeginObject();
@@ -117,21 +222,28 @@ std::string FormatReportJson(const ReplayReport& r) {
   w.EndArray();
   w.Key("all_reduces_total").Int(r.all_reduces_total);
   w.Key("findings").BeginArray();
-  for (const ReplayFinding& f : r.findings) {
+  for (const ReplayFinding& f : r.findings) WriteFindingJson(w, f);
+  w.EndArray();
+  w.Key("finding_groups").BeginArray();
+  for (const FindingGroup& g : r.groups) {
     w.BeginObject();
-    w.Key("kind").String(ReplayFindingKindName(f.kind)).Key("step_index").Int(f.step_index);
-    w.Key("step").String(f.step).Key("rank").Int(f.rank);
-    w.Key("storage").BeginArray();
-    for (const StorageRef& s : f.storage) {
-      w.BeginObject().Key("tensor").String(s.tensor).Key("rank").Int(s.mem.rank);
-      w.Key("addr").String(absl::StrFormat("0x%x", s.mem.addr)).Key("bytes").UInt(s.mem.bytes);
-      w.Key("alloc_id").UInt(s.mem.alloc_id).EndObject();
-    }
+    w.Key("checker").String(g.first.checker).Key("step_id").String(g.first.step_id);
+    w.Key("count").Int(g.count);
+    w.Key("ranks").BeginArray();
+    for (int rank : g.ranks) w.Int(rank);
     w.EndArray();
-    w.Key("elems").Int(f.elems).Key("of_elems").Int(f.of_elems).Key("detail").String(f.detail);
+    w.Key("iterations").Int(g.first.iterations);
+    w.Key("iteration_ranges").BeginArray();
+    for (auto [a, b] : g.iteration_ranges) w.BeginArray().Int(a).Int(b).EndArray();
+    w.EndArray();
+    w.Key("iteration_ranges_truncated").Bool(g.iteration_ranges_truncated);
+    w.Key("first");
+    WriteFindingJson(w, g.first);
     w.EndObject();
   }
   w.EndArray();
+  w.Key("findings_distinct").Int(static_cast<int64_t>(r.groups.size()) + r.groups_not_kept);
+  w.Key("device_findings_not_kept").Int(r.device_findings_not_kept);
   w.Key("findings_total").Int(r.findings_total);
   w.Key("summary").BeginObject();
   w.Key("pointer_alias").Bool(r.pointer_alias);

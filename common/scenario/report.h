@@ -11,7 +11,9 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
+#include "common/core/json_writer.h"
 #include "common/core/tensor.h"
 #include "common/scenario/replay.h"
 
@@ -29,7 +31,19 @@ std::string FormatStorage(const MemRef& mem);
 // The summary line (see the file comment), without a trailing newline.
 std::string SummaryLine(const ReplayReport& report);
 
-// The whole text report, lines ending in '\n'.
+// One distinct finding on one line: "FINDING <checker>: step N <step>[, iterations 1-3 of 3],
+// ranks 0-3 (12 findings, the first): <detail of the first>[; storage: <its storage>]".
+std::string FormatFindingGroup(const FindingGroup& group);
+
+// "ERROR SUMMARY: 18 findings (5 distinct)" (compute-sanitizer style; "0 findings" when clean).
+std::string ErrorSummaryLine(const ReplayReport& report);
+
+// The keys every JSON document of dmalab starts with (docs/json.md): schema ("dmalab.<command>"),
+// schema_version, tool, tool_version, command.
+void WriteJsonPreamble(JsonWriter& w, std::string_view command);
+
+// The whole text report, lines ending in '\n': the header, one line per all-reduce, one line
+// per distinct finding (FormatFindingGroup), the ERROR SUMMARY line, the summary line.
 std::string FormatReportText(const ReplayReport& report);
 
 // The report as one JSON object (no trailing newline).

@@ -278,7 +278,13 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("seed", &ReplayReport::seed)
       .def_readwrite("steps_executed", &ReplayReport::steps_executed)
       .def_readwrite("all_reduces", &ReplayReport::all_reduces)
-      .def_readwrite("findings", &ReplayReport::findings)
+      // Setting the findings regroups them (GroupFindings): the report prints groups.
+      .def_property(
+          "findings", [](const ReplayReport& r) { return r.findings; },
+          [](ReplayReport& r, std::vector<ReplayFinding> findings) {
+            r.findings = std::move(findings);
+            GroupFindings(r);
+          })
       .def_readwrite("findings_total", &ReplayReport::findings_total)
       .def_readwrite("pointer_alias", &ReplayReport::pointer_alias)
       .def_readwrite("retained_rank", &ReplayReport::retained_rank)

@@ -34,10 +34,18 @@ timeout 60 "$dmalab" replay "$tmp/big.yaml" > /dev/null 2> "$tmp/err.txt"
 # 4 x 2 TiB of live tensors, no all-reduce workspace, two 2 TiB read buffers on the host.
 grep -q "^dmalab replay: $tmp/big.yaml: the replay needs 13194139533312 bytes (12288.0 GiB: 4 ranks x (2199023255552 bytes of live tensors at the peak + 0 of all-reduce workspace) + 4398046511104 on the host for retained snapshots and buffers), more than the limit of [0-9]* bytes (.* GiB)$" "$tmp/err.txt" ||
   fail "memory message: $(cat "$tmp/err.txt")"
-timeout 60 "$dmalab" demo --b=1G --e=4G > /dev/null 2> "$tmp/err.txt"
-[[ $? -eq 2 ]] || fail "demo --b=1G --e=4G must exit 2 here"
-grep -q '^dmalab: demo: the largest size (--e=4G) needs about [0-9]* bytes (.* GiB) of memory, more than the [0-9]* bytes (.* GiB) available; use a smaller --e or fewer --ranks$' "$tmp/err.txt" ||
-  fail "demo memory message: $(cat "$tmp/err.txt")"
+# demo: sizes past its per-rank cap are usage errors; 16 ranks at the cap need about 39.5 GiB,
+# refused before allocating where less is available.
+timeout 60 "$dmalab" demo -b 1G -e 4G > /dev/null 2> "$tmp/err.txt"
+[[ $? -eq 2 ]] && grep -q "^dmalab demo: -b/--minbytes: size '1G' is 1 GiB; allowed: 1 B to 256 MiB$" "$tmp/err.txt" ||
+  fail "demo -b 1G: $(cat "$tmp/err.txt")"
+available=$(awk '/^MemAvailable:/ {print $2 * 1024}' /proc/meminfo)
+if [[ -n "$available" ]] && ((available < 42412900352)); then
+  timeout 60 "$dmalab" demo --ranks=16 -b 256M -e 256M > /dev/null 2> "$tmp/err.txt"
+  [[ $? -eq 2 ]] || fail "demo --ranks=16 -e 256M must exit 2 with $available bytes available"
+  grep -q '^dmalab demo: the largest size (-e 256 MiB) needs about [0-9]* bytes (.* GiB) of memory, more than the [0-9]* bytes (.* GiB) available; use a smaller -e or fewer --ranks$' "$tmp/err.txt" ||
+    fail "demo memory message: $(cat "$tmp/err.txt")"
+fi
 
 # 6. Write errors are errors.
 expect 2 "dmalab replay: --json: cannot write '/dev/full': No space left on device" replay tests/cli/live_at_end.yaml --json=/dev/full
@@ -99,7 +107,7 @@ host: {copy_us: 0, event_us: 0}
 YAML
 timeout 60 "$dmalab" sweep --backend=sim --topology="$tmp/slow.yaml" --ranks=4 -b 128K -e 128K \
   -n 1 -w 0 > "$tmp/sweep.txt" 2>&1 || fail "slow-link sweep: exit $?: $(cat "$tmp/sweep.txt")"
-grep -Eq '^ +131072 +65536 +bf16 +bf16 +1966086\.00 ' "$tmp/sweep.txt" ||
+grep -Eq '^ +131072 +65536 +bfloat16 +sum +-1 +1966086 ' "$tmp/sweep.txt" ||
   fail "slow-link time: $(cat "$tmp/sweep.txt")"
 
 echo "hardening_cli_test: all cases passed"

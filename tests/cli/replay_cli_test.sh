@@ -71,7 +71,7 @@ diff <(grep -o 'hash=provenance:[0-9a-f]*' "$tmp/shadow_bad.txt") <(grep -o 'has
   fail "provenance hashes differ between the runs"
 "$dmalab" replay "$scenario" --fidelity=exact > /dev/null 2> "$tmp/err.txt"
 [[ $? -eq 2 ]] || fail "an unknown fidelity must exit 2"
-grep -q "fidelity is 'exact'; allowed: values, shadow" "$tmp/err.txt" || fail "fidelity message: $(cat "$tmp/err.txt")"
+grep -q "fidelity: value 'exact' is not known; allowed: values, shadow" "$tmp/err.txt" || fail "fidelity message: $(cat "$tmp/err.txt")"
 "$dmalab" replay "$scenario" --fidelity=shadow --backend=hw > /dev/null 2> "$tmp/err.txt"
 [[ $? -eq 2 ]] || fail "shadow on hw must exit 2"
 "$dmalab" replay tests/cli/live_at_end.yaml --fidelity=shadow --dump="$tmp/dump2" > /dev/null 2> "$tmp/err.txt"

@@ -155,8 +155,21 @@ TEST(ReplayTest, FreeingAnAliasedResultLetsTheWorkspaceBeReused) {
   EXPECT_GE((counts[{ReplayFindingKind::kDeviceChecker, 11}]), 4);
   for (const ReplayFinding& f : r.findings) {
     if (f.kind != ReplayFindingKind::kDeviceChecker) continue;
-    EXPECT_THAT(f.detail, HasSubstr("use-after-reuse"));
+    // Typed: the checker, the rank whose memory it is, and the allocation the operation used.
+    EXPECT_EQ(f.checker, "use-after-reuse");
     EXPECT_THAT(f.detail, HasSubstr("freed by 'step 8 release at incident.yaml:12:5'"));
+    ASSERT_EQ(f.storage.size(), 1u);
+    EXPECT_EQ(f.storage[0].tensor, "all_reduce persistent workspace (fault)");
+    EXPECT_EQ(f.storage[0].mem.rank, f.rank);
+    EXPECT_THAT(f.detail,
+                HasSubstr(absl::StrFormat("rank %d bytes [0x%x, 0x%x)", f.rank,
+                                          f.storage[0].mem.addr, f.storage[0].mem.end())));
+    ASSERT_EQ(f.ops.size(), 1u);  // a stream of that rank, or the host reading back
+    if (f.ops[0].rank >= 0) {
+      EXPECT_EQ(f.ops[0].rank, f.rank);
+    } else {
+      EXPECT_EQ(f.ops[0].label, "host");
+    }
   }
   // Without the fault the same file is clean, the simulator's checkers included.
   EXPECT_TRUE(MustReplay(yaml, "none").pass());
@@ -416,6 +429,55 @@ INSTANTIATE_TEST_SUITE_P(
       return absl::StrCat(std::get<0>(info.param), "_",
                           std::string(FidelityName(std::get<1>(info.param))));
     });
+
+// Grouping (tests/cli/grouped_findings_tp2.yaml states why): the fresh result inside the repeat
+// aliases the retained one in every iteration (one finding per iteration, naming rank 0) and
+// overwrites it in the first iteration on both ranks; each is one distinct finding whose ranks
+// and iterations are exact. Progress is reported after every executed step.
+TEST(ReplayTest, FindingsGroupByStepAndSignatureWithTheirRanksAndIterations) {
+  absl::StatusOr<Scenario> scenario = LoadScenarioFile("tests/cli/grouped_findings_tp2.yaml");
+  ASSERT_TRUE(scenario.ok()) << scenario.status();
+  SimDevice device(scenario->world, 1);
+  ReplayOptions options;
+  options.faults = *FaultSet::Parse("persistent-output");
+  options.poll_device_findings = NewFindingsPoller(device);
+  std::vector<std::pair<int64_t, int64_t>> progress;
+  options.progress = [&](int64_t done, int64_t total) { progress.emplace_back(done, total); };
+  absl::StatusOr<ReplayReport> r = Replay(*scenario, &device, options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  // (0, total) first, then after each of 4 steps before the repeat and 3 iterations of 2.
+  ASSERT_EQ(progress.size(), 11u);
+  EXPECT_EQ(progress.front(), (std::pair<int64_t, int64_t>{0, 10}));
+  EXPECT_EQ(progress[1], (std::pair<int64_t, int64_t>{1, 10}));
+  EXPECT_EQ(progress.back(), (std::pair<int64_t, int64_t>{10, 10}));
+  const FindingGroup* alias = nullptr;
+  const FindingGroup* retained = nullptr;
+  int64_t counted = 0;
+  for (const FindingGroup& g : r->groups) {
+    counted += g.count;
+    if (g.first.checker == "pointer_alias") alias = &g;
+    if (g.first.checker == "retained_mismatch") retained = &g;
+    // Device findings are typed: a checker name, never the catch-all kind's.
+    EXPECT_NE(g.first.checker, "device_checker");
+    if (g.first.kind == ReplayFindingKind::kDeviceChecker) {
+      EXPECT_FALSE(g.first.storage.empty());
+      EXPECT_EQ(g.first.storage[0].mem.rank, g.first.rank);
+    }
+  }
+  EXPECT_EQ(counted, r->findings_total);
+  ASSERT_NE(alias, nullptr);
+  EXPECT_EQ(alias->count, 3);
+  EXPECT_EQ(alias->ranks, (std::vector<int>{0}));
+  EXPECT_EQ(alias->iteration_ranges, (std::vector<std::pair<int64_t, int64_t>>{{1, 3}}));
+  EXPECT_EQ(alias->first.iterations, 3);
+  EXPECT_EQ(alias->first.step_index, 5);
+  EXPECT_EQ(alias->first.step_id, "steps[4].repeat.steps[0]");
+  ASSERT_NE(retained, nullptr);
+  EXPECT_EQ(retained->count, 2);
+  EXPECT_EQ(retained->ranks, (std::vector<int>{0, 1}));
+  EXPECT_EQ(retained->iteration_ranges, (std::vector<std::pair<int64_t, int64_t>>{{1, 1}}));
+  EXPECT_EQ(retained->first.elems, 128);
+}
 
 }  // namespace
 }  // namespace dmalab

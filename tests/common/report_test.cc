@@ -9,9 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/core/hash.h"
 #include "common/core/json_writer.h"
 #include "common/core/text_escape.h"
+#include "common/core/version.h"
 #include "common/scenario/fill.h"
 #include "gtest/gtest.h"
 
@@ -91,7 +93,13 @@ TEST(ReportTest, JsonReportCarriesTheSummary) {
   f.storage = {{"h", MemRef{1, 0x1000, 64, 9}}};
   r.findings.push_back(f);
   const std::string json = FormatReportJson(r);
-  EXPECT_EQ(json.rfind(R"({"scenario":"quote\"d",)", 0), 0u);
+  EXPECT_EQ(
+      json.rfind(absl::StrCat(R"({"schema":"dmalab.replay","schema_version":1,)",
+                              R"("tool":"dmalab","tool_version":")", ToolVersion(),
+                              R"(","command":"replay","collective":"","scenario":"quote\"d",)"),
+                 0),
+      0u);
+  EXPECT_NE(json.find(R"("scheduling_seed":null,)"), std::string::npos);
   EXPECT_NE(
       json.find(R"("storage":[{"tensor":"h","rank":1,"addr":"0x1000","bytes":64,"alloc_id":9}])"),
       std::string::npos);
@@ -219,6 +227,7 @@ TEST(ReportTest, NamesAndLabelsCannotForgeALine) {
   f.storage = {{"a\nstatus=PASS", MemRef{}}};
   r.findings.push_back(f);
   r.findings_total = 1;
+  GroupFindings(r);  // the report prints groups; the step becomes the group's description
   const std::string text = FormatReportText(r);
   EXPECT_EQ(text.rfind("scenario s\\nstatus=PASS (f.yaml)\n", 0), 0u) << text;
   EXPECT_NE(text.find("step 1 all_reduce 'x\\npointer_alias=false  status=PASS' at f.yaml:3:5: "
@@ -230,10 +239,92 @@ TEST(ReportTest, NamesAndLabelsCannotForgeALine) {
             std::string::npos)
       << text;
   EXPECT_NE(text.find("\n... and 2 more all-reduces\n"), std::string::npos) << text;
-  // Seven lines: scenario, device, one all-reduce, one finding, the elision, the rank note,
-  // the summary.
-  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 7) << text;
+  EXPECT_NE(text.find("\nERROR SUMMARY: 1 finding (1 distinct)\n"), std::string::npos) << text;
+  // Eight lines: scenario, header, one all-reduce, one finding, the error summary, the elision,
+  // the rank note, the summary.
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 8) << text;
   EXPECT_NE(FormatReportJson(r).find("\"all_reduces_total\":3"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dmalab
+
+namespace dmalab {
+namespace {
+
+// A race seen on ranks 0, 1 and 3 in iterations 1, 2 and 4 of 4: one line, and the summary.
+TEST(ReportTest, AGroupIsOneLineWithItsRanksIterationsAndCount) {
+  FindingGroup g;
+  g.first.checker = "race";
+  g.first.step_index = 5;
+  g.first.step_desc = "all_reduce 'o_proj' at s.yaml:9:7";
+  g.first.iterations = 4;
+  g.first.rank = 1;
+  g.first.detail = "rank 1 bytes [0x100, 0x200): write and read not ordered";
+  g.first.storage = {{"all_reduce slab", MemRef{1, 0x100, 0x100, 2}}};
+  g.count = 7;
+  g.ranks = {0, 1, 3};
+  g.iteration_ranges = {{1, 2}, {4, 4}};
+  EXPECT_EQ(FormatFindingGroup(g),
+            "FINDING race: step 5 all_reduce 'o_proj' at s.yaml:9:7, iterations 1-2,4 of 4, "
+            "ranks 0-1,3 (7 findings, first shown): rank 1 bytes [0x100, 0x200): write and read "
+            "not ordered; storage: 'all_reduce slab' rank 1 [0x100, 0x200) alloc 2");
+}
+
+// One finding outside a repeat keeps the old one-finding shape; no storage, no "storage:".
+TEST(ReportTest, ASingleFindingWithoutStorageHasNoStorageClause) {
+  FindingGroup g;
+  g.first.checker = "deadlock";
+  g.first.step_index = 3;
+  g.first.step_desc = "all_reduce at s.yaml:4:5";
+  g.first.rank = 2;
+  g.first.detail = "work remains but no stream can progress";
+  g.count = 1;
+  g.ranks = {2};
+  EXPECT_EQ(FormatFindingGroup(g),
+            "FINDING deadlock: step 3 all_reduce at s.yaml:4:5, rank 2: work remains but no "
+            "stream can progress");
+}
+
+TEST(ReportTest, ErrorSummaryCountsFindingsAndDistinctOnes) {
+  ReplayReport r;
+  EXPECT_EQ(ErrorSummaryLine(r), "ERROR SUMMARY: 0 findings");
+  r.findings_total = 1;
+  r.groups.resize(1);
+  EXPECT_EQ(ErrorSummaryLine(r), "ERROR SUMMARY: 1 finding (1 distinct)");
+  r.findings_total = 1240;
+  r.groups.resize(3);
+  r.groups_not_kept = 2;
+  r.device_findings_not_kept = 200;
+  EXPECT_EQ(ErrorSummaryLine(r),
+            "ERROR SUMMARY: 1,240 findings (5 distinct); 2 distinct findings not listed (the "
+            "first 256 are); 200 device findings counted but not kept by the device (not "
+            "listed)");
+}
+
+// The text report: groups, then the ERROR SUMMARY, and the summary line last, unchanged.
+TEST(ReportTest, TextReportEndsWithGroupsErrorSummaryAndTheSummaryLine) {
+  ReplayReport r;
+  r.scenario = "s";
+  r.file = "s.yaml";
+  r.world = 2;
+  r.retained_mismatches_by_rank = {0, 0};
+  r.findings_total = 2;
+  FindingGroup g;
+  g.first.checker = "free_failed";
+  g.first.step_desc = "end of scenario";
+  g.first.detail = "freeing 'y' failed";
+  g.count = 2;
+  g.ranks = {0, 1};
+  r.groups = {g};
+  const std::string text = FormatReportText(r);
+  EXPECT_NE(text.find("\nFINDING free_failed: end of scenario, ranks 0-1 (2 findings, first "
+                      "shown): freeing 'y' failed\nERROR SUMMARY: 2 findings (1 distinct)\n"
+                      "retained_mismatches counts rank 0's copy of each retained tensor\n"
+                      "pointer_alias=false  retained_mismatches=0 / 0  rank_consistent=true  "
+                      "status=FAIL\n"),
+            std::string::npos)
+      << text;
 }
 
 }  // namespace

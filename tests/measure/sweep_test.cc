@@ -281,22 +281,6 @@ TEST_F(SweepTest, GraphReplaysOnTheSimulatorGiveExactSums) {
   EXPECT_TRUE(device_.findings().empty()) << device_.findings().ToString();
 }
 
-TEST(SweepSizesTest, ParsesBinarySuffixes) {
-  EXPECT_EQ(*ParseByteSize("4096"), 4096u);
-  EXPECT_EQ(*ParseByteSize("64K"), 64u << 10);
-  EXPECT_EQ(*ParseByteSize("1M"), 1u << 20);
-  EXPECT_EQ(*ParseByteSize("2G"), 2ull << 30);
-}
-
-TEST(SweepSizesTest, RejectsWhatIsNotAWholePositiveSize) {
-  for (const char* bad : {"", "M", "1.5M", "-1", "0", "12X", "1MB", "99999999999999"}) {
-    EXPECT_FALSE(ParseByteSize(bad).ok()) << "'" << bad << "'";
-  }
-  EXPECT_EQ(ParseByteSize("1.5M").status().message(),
-            "size '1.5M' is not a positive whole number of bytes with an optional K, M or G "
-            "suffix");
-}
-
 TEST(SweepSizesTest, CountsRoundDownToTheRingGranuleAndSkipRepeats) {
   SweepOptions o;
   o.min_bytes = 100;

@@ -112,9 +112,10 @@ class FindingsTest(unittest.TestCase):
         code, out, _ = check(SMALL, f"{FAULTY}:off_by_one_everywhere")
         self.assertEqual(code, 1)
         wrong = [l for l in out.splitlines() if l.startswith("FINDING wrong_sum")]
-        self.assertEqual(len(wrong), 5 * 4)  # five all-reduces, four ranks
+        self.assertEqual(len(wrong), 5)  # five all-reduces, each one line for its four ranks
         self.assertIn("FINDING wrong_sum: step 3 all_reduce 'first' at "
-                      "tests/torch/small_tp4.yaml:18:5, rank 2: output 'r' differs from the exact "
+                      "tests/torch/small_tp4.yaml:18:5, ranks 0-3 (4 findings, first shown): "
+                      "output 'r' differs from the exact "
                       "sum of the ranks' integer inputs in 1 of 4096 elements; first at 0: ", out)
         self.assertEqual(summary(out), "pointer_alias=false  retained_mismatches=0 / 4,096  "
                          "rank_consistent=true  status=FAIL")
@@ -149,7 +150,7 @@ class FailingRanksTest(unittest.TestCase):
         self.assertEqual(code, 1)
         self.assertIn("FINDING device_error: step 5 all_reduce 'second' at "
                       "tests/torch/small_tp4.yaml:20:5, rank 1: rank 1 failed in the collective's "
-                      "all_reduce: RuntimeError: injected failure on rank 1, call 2; storage: \n",
+                      "all_reduce: RuntimeError: injected failure on rank 1, call 2\n",
                       out)
         self.assertEqual(len([l for l in out.splitlines() if l.startswith("FINDING")]), 1)
         self.assertIn("raise RuntimeError(\"injected failure on rank 1, call 2\")", err)
@@ -193,7 +194,8 @@ class BadInputTest(unittest.TestCase):
         self.assertEqual(out, "")
         self.assertEqual(err, f"dmalab.torch check: {f.name}:4:5: field 'steps[0]': found step "
                          "'allreduce', allowed fill, all_reduce, retain, unretain, release, free, "
-                         "add, expect_unchanged, expect_equal, repeat\n")
+                         "add, expect_unchanged, expect_equal, repeat, capture_graph, "
+                         "launch_graph\n")
 
     def test_bad_collectives_and_flags(self):
         cases = [

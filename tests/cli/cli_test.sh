@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+# The command line as a whole: help per command, --version, one exit-code contract (0 PASS,
+# 1 a check failed or an expectation not met, 2 bad input or usage) with messages that name the
+# flag, the value and what is allowed; the grouped report; JSON of every command; zoo from
+# anywhere; progress only on a terminal; sweep defaults as the README states them.
+set -uo pipefail
+dmalab="$(realpath "$1")"
+cd "$(dirname "$0")/../.."
+root="$PWD"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+# expect_exit CODE MESSAGE -- ARGS...: runs dmalab ARGS, checks the exit status and that stderr
+# contains MESSAGE (a fixed string; empty: not checked).
+expect_exit() {
+  local code="$1" message="$2"
+  shift 3
+  "$dmalab" "$@" > "$tmp/out.txt" 2> "$tmp/err.txt"
+  local rc=$?
+  [[ $rc -eq $code ]] || fail "dmalab $*: exit $rc, expected $code; stderr: $(cat "$tmp/err.txt")"
+  if [[ -n "$message" ]]; then
+    grep -qF -- "$message" "$tmp/err.txt" || fail "dmalab $*: stderr lacks '$message': $(cat "$tmp/err.txt")"
+  fi
+}
+
+# --- version and help -----------------------------------------------------------------------
+version=$(sed -n 's/^project(dmalab VERSION \([0-9.]*\) .*/\1/p' CMakeLists.txt)
+[[ -n "$version" ]] || fail "no VERSION in CMakeLists.txt's project()"
+[[ "$("$dmalab" --version)" == "dmalab $version" ]] || fail "--version: $("$dmalab" --version)"
+expect_exit 0 "" -- --help
+grep -q '^usage: dmalab <command> \[flags\]' "$tmp/out.txt" || fail "--help text: $(head -3 "$tmp/out.txt")"
+expect_exit 2 "usage: dmalab <command>" --
+expect_exit 2 "'frob' is not a command; commands: replay, demo, sweep, calibrate, zoo, plan" -- frob
+for cmd in replay demo sweep calibrate zoo plan; do
+  expect_exit 0 "" -- "$cmd" --help
+  grep -q "^Usage: dmalab $cmd \[OPTIONS\]" "$tmp/out.txt" || fail "$cmd --help: $(head -3 "$tmp/out.txt")"
+  grep -q "^Exit status: 0 PASS, 1 a check failed or an expectation was not met, 2 bad input" \
+    "$tmp/out.txt" || fail "$cmd --help has no exit statuses"
+  cp "$tmp/out.txt" "$tmp/help1.txt"
+  expect_exit 0 "" -- help "$cmd"
+  cmp -s "$tmp/out.txt" "$tmp/help1.txt" || fail "'help $cmd' differs from '$cmd --help'"
+done
+# Each command lists only its own flags.
+"$dmalab" zoo --help | grep -q -- '--gpus' && fail "zoo --help lists --gpus"
+"$dmalab" plan --help | grep -q -- '--topology' && fail "plan --help lists --topology"
+"$dmalab" replay --help | grep -q -- '--ranks' && fail "replay --help lists --ranks"
+
+# --- bad input and usage: exit 2, naming the flag, the value and what is allowed ---------------
+scenario=tests/cli/live_at_end.yaml
+expect_exit 2 "flag '--gpus=2' means nothing to zoo; its flags: --help, --seeds, --fidelity, --root, --collective, --json, --quiet" -- zoo --gpus=2
+expect_exit 2 "flag '--topology=x' means nothing to plan" -- plan --topology=x
+expect_exit 2 "flag '--ranks=2' means nothing to replay" -- replay "$scenario" --ranks=2
+expect_exit 2 "flag '--no-such-flag' means nothing to demo" -- demo --no-such-flag
+expect_exit 2 "unexpected argument 'extra' means nothing to replay" -- replay "$scenario" extra
+expect_exit 2 "dmalab replay: FILE is required" -- replay
+# Flags that mean something with one backend only.
+expect_exit 2 "--gpus means nothing without --backend=hw; drop it or add --backend=hw" -- replay "$scenario" --gpus=2
+expect_exit 2 "--seed means nothing without --backend=sim" -- replay "$scenario" --backend=hw --seed=3
+expect_exit 2 "--topology means nothing without --backend=sim" -- sweep --backend=hw --topology=x
+# -G works on the simulator too (simulator graphs); -J writes nccl-tests' JSON with the command.
+"$dmalab" sweep --backend=sim --topology=scenarios/topologies/h200_virtual_ranks.yaml --ranks=4 \
+  -b 64K -e 128K -n 1 -w 1 -G 1 -J "$tmp/nccl.json" -q > "$tmp/graph_sweep.txt" 2>&1 ||
+  fail "sweep -G 1 on the simulator: $(tail -3 "$tmp/graph_sweep.txt")"
+/usr/bin/python3 - "$tmp/nccl.json" <<'PY' || fail "sweep -J: $(head -c 400 "$tmp/nccl.json")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["args"][:2] == ["dmalab", "sweep"] and "-G" in d["args"], d["args"]
+assert len(d["results"]) == 2, d["results"]
+PY
+expect_exit 2 "--seed: value 'abc' is not an integer; allowed: 0 to 18446744073709551615" -- replay "$scenario" --seed=abc
+expect_exit 2 "--seed: value '-1' is not an integer; allowed: 0 to 18446744073709551615" -- demo --seed=-1
+expect_exit 2 "--seed: value '18446744073709551616' is out of range; allowed: 0 to 18446744073709551615" -- demo --seed=18446744073709551616
+expect_exit 2 "--ranks: value '17' is out of range; allowed: 2 to 16" -- demo --ranks=17
+expect_exit 2 "--pieces: value '2x' is not an integer; allowed: 1 to 8" -- plan --pieces=2x
+expect_exit 2 "-c/--check: value '2' is out of range; allowed: 0 to 1" -- sweep -c 2
+expect_exit 2 "--backend: value 'tpu' is not known; allowed: sim, hw" -- replay "$scenario" --backend=tpu
+expect_exit 2 "--fidelity: value 'exact' is not known; allowed: values, shadow" -- zoo --fidelity=exact
+expect_exit 2 "--dtype: dtype 'fp8'" -- demo --dtype=fp8
+expect_exit 2 "--inject: fault 'nope' is not known; allowed: persistent-output" -- plan --inject=nope
+expect_exit 2 "--check-determinism takes no value; found '--check-determinism=3'" -- replay "$scenario" --check-determinism=3
+expect_exit 2 "--quiet takes no value; found '--quiet=yes'" -- zoo --quiet=yes
+expect_exit 2 "--json: 1 required" -- zoo --json
+expect_exit 2 "--collective: value 'nccl' is not a collective this build has; allowed: ring" -- demo --collective=nccl
+# One size parser for demo and sweep: K/M/G either case, 0 and overflow rejected, bounds named.
+expect_exit 2 "-b/--minbytes: size '0' is 0 B; allowed: 1 B to 256 MiB" -- demo -b 0
+expect_exit 2 "-b/--minbytes: size '0' is 0 B; allowed: 1 B to 64 GiB" -- sweep -b 0
+expect_exit 2 "-e/--maxbytes: size '999999999999G' is more than 2^64 - 1 bytes; allowed: 1 B to 64 GiB" -- sweep -e 999999999999G
+expect_exit 2 "-e/--maxbytes: size '1.5M' is not a whole number of bytes with an optional K, M or G suffix" -- demo -e 1.5M
+expect_exit 2 "-e/--maxbytes: size '1G' is 1 GiB; allowed: 1 B to 256 MiB" -- demo -e 1G
+expect_exit 2 "-b is 2097152 bytes and -e 1048576; need 0 < b <= e" -- demo -b 2M -e 1M
+expect_exit 0 "" -- demo -b 1m -e 1m --ranks=2 --json="$tmp/demo.json"
+grep -q '^ *1048576 ' "$tmp/out.txt" || fail "demo 1m row: $(cat "$tmp/out.txt")"
+
+# --- exit 1: a check failed, or an expectation not met ----------------------------------------
+expect_exit 1 "" -- replay tests/cli/grouped_findings_tp2.yaml --inject=persistent-output
+sed 's/    status: PASS/    status: FAIL/' "$scenario" > "$tmp/expects_fail.yaml"
+expect_exit 1 "" -- replay "$tmp/expects_fail.yaml"
+grep -qx 'pointer_alias=false  retained_mismatches=0 / 0  rank_consistent=true  status=PASS' "$tmp/out.txt" ||
+  fail "the run itself passes: $(tail -3 "$tmp/out.txt")"
+grep -qx 'expectation: NOT met' "$tmp/out.txt" || fail "expectation line: $(tail -3 "$tmp/out.txt")"
+expect_exit 0 "" -- replay "$scenario"
+grep -qx 'expectation: met' "$tmp/out.txt" || fail "met expectation: $(tail -3 "$tmp/out.txt")"
+
+# --- the grouped report -------------------------------------------------------------------------
+g=tests/cli/grouped_findings_tp2.yaml
+"$dmalab" replay "$g" --inject=persistent-output --seed=9 --json="$tmp/g.json" > "$tmp/g.txt"
+grep -qx "collective=ring device=sim fidelity=values world=2 wire=bf16 faults=persistent-output seed=5 steps=10 scheduling_seed=9" "$tmp/g.txt" ||
+  fail "header: $(sed -n 2p "$tmp/g.txt")"
+grep -q "^FINDING pointer_alias: step 5 all_reduce 'again' at $g:24:11, iterations 1-3 of 3, rank 0 (3 findings, first shown): live tensors 'r' (made by all_reduce 'first' at $g:19:5) and 'y' (made by all_reduce 'again' at $g:24:11 \[iteration 1/3\]) share bytes \[0x[0-9a-f]*, 0x[0-9a-f]*) on rank(s) 0,1; storage: 'r' rank 0 " "$tmp/g.txt" ||
+  fail "pointer_alias line: $(grep pointer_alias "$tmp/g.txt")"
+grep -q "^FINDING retained_mismatch: step 5 all_reduce 'again' at $g:24:11, iteration 1 of 3, ranks 0-1 (2 findings, first shown): retained 'r' (retained by retain at $g:20:5) changed in 128 of 128 elements; first at 0: " "$tmp/g.txt" ||
+  fail "retained_mismatch line: $(grep retained_mismatch "$tmp/g.txt")"
+# The ERROR SUMMARY counts what the lines list: M lines, N findings in all.
+lines=$(grep -c '^FINDING ' "$tmp/g.txt")
+sum=$(grep '^FINDING ' "$tmp/g.txt" | sed -n 's/.* (\([0-9,]*\) findings, first shown): .*/\1/p; t; s/.*/1/p' | tr -d , | awk '{s += $1} END {print s}')
+grep -qx "ERROR SUMMARY: $sum findings ($lines distinct)" "$tmp/g.txt" ||
+  fail "ERROR SUMMARY against $lines lines of $sum findings: $(grep 'ERROR SUMMARY' "$tmp/g.txt")"
+# Device findings name their checker and their ranks, and never end with an empty storage.
+grep -q '^FINDING device_checker' "$tmp/g.txt" && fail "device finding without its checker"
+grep -q 'storage: *$' "$tmp/g.txt" && fail "a finding ends with an empty storage"
+grep -q "^FINDING use-after-free: .*, ranks 0-1 (" "$tmp/g.txt" || fail "device findings on both ranks"
+tail -1 "$tmp/g.txt" | grep -qx 'expectation: met' || fail "expectation: $(tail -1 "$tmp/g.txt")"
+sed -n '$!{h};${x;p}' "$tmp/g.txt" | grep -qx 'pointer_alias=true  retained_mismatches=128 / 128  rank_consistent=true  status=FAIL' ||
+  fail "summary line: $(tail -3 "$tmp/g.txt")"
+
+# --- JSON of every command: schema, schema version, tool version, scheduling seed -------------
+topo=scenarios/topologies/h200_virtual_ranks.yaml
+"$dmalab" plan --ranks=2 --elems=64 --json="$tmp/plan.json" > /dev/null || fail "plan --json"
+(cd "$tmp" && "$dmalab" zoo --seeds=1 --json="$tmp/zoo.json" > "$tmp/zoo.txt") || fail "zoo from $tmp: $(cat "$tmp/zoo.txt")"
+"$dmalab" sweep --backend=sim --fidelity=shadow -c 0 --topology="$topo" --csv="$tmp/sweep.csv" \
+  --json="$tmp/sweep.json" > "$tmp/sweep.txt" || fail "sweep: $(cat "$tmp/sweep.txt")"
+"$dmalab" replay tests/zoo/inplace_then_add_tp3.yaml --seeds=2 --json="$tmp/seeds.json" > /dev/null ||
+  fail "replay --seeds --json"
+/usr/bin/python3 - "$tmp" "$version" <<'PY' || fail "JSON fields"
+import json, sys
+d, version = sys.argv[1], sys.argv[2]
+def load(name, command):
+    j = json.load(open(f"{d}/{name}.json"))
+    assert j["schema"] == f"dmalab.{command}", (name, j["schema"])
+    assert j["schema_version"] == 1, (name, j["schema_version"])
+    assert j["tool"] == "dmalab" and j["tool_version"] == version, (name, j["tool_version"])
+    return j
+g = load("g", "replay")
+assert g["scheduling_seed"] == 9 and g["seed"] == 5, (g["scheduling_seed"], g["seed"])
+assert g["summary"]["status"] == "FAIL" and g["expectation"] == {"stated": True, "met": True, "differences": []}
+groups = g["finding_groups"]
+assert g["findings_distinct"] == len(groups) and sum(x["count"] for x in groups) == g["findings_total"]
+alias = [x for x in groups if x["checker"] == "pointer_alias"]
+assert len(alias) == 1 and alias[0]["count"] == 3 and alias[0]["ranks"] == [0], alias
+assert alias[0]["iteration_ranges"] == [[1, 3]] and alias[0]["iterations"] == 3, alias
+for f in g["findings"]:
+    if f["kind"] == "device_checker":
+        assert f["checker"] in ("use-after-free", "use-after-reuse", "race"), f["checker"]
+        assert f["storage"] and f["storage"][0]["rank"] == f["rank"], f
+demo = load("demo", "demo")
+assert demo["scheduling_seed"] == 1 and demo["status"] == "PASS"
+assert [r["size_bytes"] for r in demo["rows"]] == [1048576] and demo["rows"][0]["wrong"] == 0
+plan = load("plan", "plan")
+assert plan["world"] == 2 and plan["elems"] == 64 and len(plan["ranks"]) == 2
+zoo = load("zoo", "zoo")
+assert zoo["seeds"] == 1 and zoo["status"] == "PASS" and len(zoo["clean"]) == 6
+sweep = load("sweep", "sweep")
+assert sweep["scheduling_seed"] == 1
+# The defaults the README states: -b 1M -e 16M -f 2 -n 20 -w 5.
+assert (sweep["min_bytes"], sweep["max_bytes"], sweep["factor"]) == (1 << 20, 16 << 20, 2)
+assert (sweep["iters"], sweep["warmup"]) == (20, 5)
+assert [r["size_bytes"] for r in sweep["rows"]] == [1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20]
+seeds = load("seeds", "replay")
+assert seeds["mode"] == "seeds" and seeds["seeds"] == 2 and seeds["failing"] == []
+PY
+readme_sweep=$(grep -o '^dmalab sweep .*' README.md | head -1)
+for d in "-b 1M" "-e 16M" "-f 2" "-n 20" "-w 5" "-c 1" "-G 0"; do
+  [[ "$readme_sweep" == *"[$d]"* ]] || fail "README's sweep line lacks [$d]: $readme_sweep"
+done
+
+# --- zoo finds its files from anywhere, and says where it looked --------------------------------
+expect_exit 2 "looked in: /nonexistent (--root)" -- zoo --seeds=1 --root=/nonexistent
+DMALAB_ROOT=/nonexistent "$dmalab" zoo --seeds=1 > /dev/null 2> "$tmp/err.txt"
+[[ $? -eq 2 ]] && grep -qF 'looked in: /nonexistent ($DMALAB_ROOT)' "$tmp/err.txt" ||
+  fail "DMALAB_ROOT: $(cat "$tmp/err.txt")"
+grep -q 'status=PASS$' "$tmp/zoo.txt" || fail "zoo run from elsewhere: $(tail -2 "$tmp/zoo.txt")"
+
+# --- progress: on a terminal only, never with --quiet -----------------------------------------
+"$dmalab" replay "$g" 2> "$tmp/err.txt" > /dev/null
+[[ ! -s "$tmp/err.txt" ]] || fail "progress written to a pipe: $(cat -v "$tmp/err.txt")"
+/usr/bin/python3 - "$dmalab" "$g" <<'PY' || fail "progress on a terminal"
+import os, pty, sys
+def run(*args):
+    out = b""
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execv(sys.argv[1], [sys.argv[1], *args])
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.waitpid(pid, 0)
+    return out
+shown = run("replay", sys.argv[2])
+assert b"\rreplay [####################] 10/10 steps" in shown, shown[-400:]
+assert b"\rreplay [" not in run("replay", sys.argv[2], "--quiet")
+PY
+echo "CLI: all checks passed"

@@ -1,0 +1,34 @@
+#include "tools/command.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+
+namespace dmalab {
+
+absl::Status CheckCollective(const std::string& name) {
+  if (name == "ring") return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "value '%s' is not a collective this build has; allowed: ring (the DMA ring all-reduce)",
+      name));
+}
+
+absl::Status WriteTextFile(const std::string& path, std::string_view text) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) {
+    return absl::PermissionDeniedError(
+        absl::StrFormat("cannot write '%s': %s", path, std::strerror(errno)));
+  }
+  const bool written =
+      std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0;
+  const int error = errno;
+  if (std::fclose(f) != 0 || !written) {
+    return absl::DataLossError(
+        absl::StrFormat("cannot write '%s': %s", path, std::strerror(written ? errno : error)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace dmalab

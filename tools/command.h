@@ -1,0 +1,31 @@
+// What the commands of the command line share: the flags of every command that runs the
+// collective (replay, zoo, sweep, demo), and writing result files.
+#ifndef DMALAB_TOOLS_COMMAND_H_
+#define DMALAB_TOOLS_COMMAND_H_
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+
+namespace dmalab {
+
+// Flags of replay, zoo, sweep and demo (tools/dmalab_main.cc adds them in one place,
+// AddRunFlags: a flag for all four is one line there and one field here).
+struct RunFlags {
+  std::string collective = "ring";  // --collective=NAME|PATH.so: the collective under test
+  std::string json;                 // --json=PATH: also write the results as JSON (docs/json.md)
+  bool quiet = false;               // --quiet: no progress on stderr
+};
+
+// The collectives --collective accepts today: "ring" (DmaAllReduce). The error names the value
+// and what is allowed.
+absl::Status CheckCollective(const std::string& name);
+
+// Writes `text` to `path` (replacing it); the error names the path and the reason (a full disk,
+// a directory without write permission).
+absl::Status WriteTextFile(const std::string& path, std::string_view text);
+
+}  // namespace dmalab
+
+#endif  // DMALAB_TOOLS_COMMAND_H_

@@ -1,0 +1,234 @@
+#include "tools/demo_command.h"
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/core/byte_size.h"
+#include "common/core/json_writer.h"
+#include "common/core/result_checks.h"
+#include "common/ring/dma_all_reduce.h"
+#include "common/ring/ring_planner.h"
+#include "common/scenario/report.h"
+#include "sim/sim_device.h"
+#include "tools/host_memory.h"
+#include "tools/progress.h"
+
+namespace dmalab {
+namespace {
+
+int Fail(std::string_view command, const absl::Status& s) {
+  std::fprintf(stderr, "dmalab %s: %s\n", std::string(command).c_str(),
+               std::string(s.message()).c_str());
+  return 2;
+}
+
+// The sizes min, min*f, ... up to max, without overflow.
+std::vector<uint64_t> DemoSizes(uint64_t lo, uint64_t hi, int factor) {
+  std::vector<uint64_t> sizes;
+  for (uint64_t size = lo; size <= hi; size *= static_cast<uint64_t>(factor)) {
+    sizes.push_back(size);
+    if (size > hi / static_cast<uint64_t>(factor)) break;
+  }
+  return sizes;
+}
+
+}  // namespace
+
+int RunDemoCommand(const DemoCommand& c) {
+  const auto fail = [](const absl::Status& s) { return Fail("demo", s); };
+  const int world = c.ranks;
+  if (world < kMinWorld || world > kMaxWorld) {
+    return fail(absl::InvalidArgumentError(
+        absl::StrFormat("--ranks is %d; must be in [%d, %d]", world, kMinWorld, kMaxWorld)));
+  }
+  if (c.min_bytes == 0 || c.min_bytes > c.max_bytes || c.max_bytes > kDemoMaxBytes) {
+    return fail(absl::InvalidArgumentError(
+        absl::StrFormat("-b is %d bytes and -e %d; need 0 < b <= e <= %s", c.min_bytes, c.max_bytes,
+                        DescribeByteSize(kDemoMaxBytes))));
+  }
+  if (c.factor < 2) return fail(absl::InvalidArgumentError("-f must be >= 2"));
+  if (absl::Status s = CheckCollective(c.run.collective); !s.ok()) {
+    return fail(absl::InvalidArgumentError(absl::StrCat("--collective: ", s.message())));
+  }
+  absl::StatusOr<DType> dtype = ParseDType(c.dtype);
+  if (!dtype.ok()) return fail(dtype.status());
+  absl::StatusOr<FaultSet> faults = FaultSet::Parse(c.inject);
+  if (!faults.ok()) return fail(faults.status());
+  absl::StatusOr<WireMode> wire = ParseWireMode(c.wire);
+  if (!wire.ok()) return fail(wire.status());
+  SimDevice dev(world, c.seed);
+  DmaAllReduceOptions opts;
+  opts.max_bytes = c.max_bytes;
+  opts.pieces = c.pieces;
+  opts.faults = *faults;
+  opts.wire = *wire;
+  // Refuse sizes that cannot fit before allocating: at the largest size, per rank an input, an
+  // output and the workspace, plus the host's copies (bytes and int64 expected values).
+  const std::vector<uint64_t> sizes = DemoSizes(c.min_bytes, c.max_bytes, c.factor);
+  const uint64_t largest =
+      sizes.back() / DTypeBytes(*dtype) / (world * 8) * static_cast<uint64_t>(world * 8);
+  const long double need =
+      static_cast<long double>(world) *
+      (2.0L * largest * DTypeBytes(*dtype) + DmaAllReduce::WorkspaceBytesPerRank(world, opts) +
+       largest * (8.0L + 2 * DTypeBytes(*dtype)));
+  if (const uint64_t limit = AvailableMemoryBytes(); need > static_cast<long double>(limit)) {
+    return fail(absl::ResourceExhaustedError(absl::StrFormat(
+        "the largest size (-e %s) needs about %s of memory, more than the %s available; use a "
+        "smaller -e or fewer --ranks",
+        DescribeByteSize(c.max_bytes),
+        BytesText(need >= 1.8e19L ? UINT64_MAX : static_cast<uint64_t>(need)), BytesText(limit))));
+  }
+  absl::StatusOr<std::unique_ptr<DmaAllReduce>> ar = DmaAllReduce::Create(&dev, opts);
+  if (!ar.ok()) return fail(ar.status());
+
+  std::printf(
+      "# dmalab demo: simulated DMA ring all-reduce, %d ranks, %s, wire %s, seed %llu, inject %s\n",
+      world, std::string(DTypeName(*dtype)).c_str(), std::string(WireModeName(*wire)).c_str(),
+      static_cast<unsigned long long>(dev.seed()), faults->ToString().c_str());
+  std::printf(
+      "# inputs are small integers, so the exact sum is known and #wrong counts every\n"
+      "# element of every rank that differs from it (compressed wires round: #wrong > 0)\n");
+  std::printf("%12s %12s %6s %7s %8s %10s %10s %10s\n", "size(B)", "count", "type", "pieces",
+              "#wrong", "rank_cons", "findings", "sim_ms");
+  JsonWriter json;
+  json.BeginObject();
+  WriteJsonPreamble(json, "demo");
+  json.Key("scheduling_seed").UInt(dev.seed()).Key("ranks").Int(world);
+  json.Key("dtype").String(DTypeName(*dtype)).Key("wire").String(WireModeName(*wire));
+  json.Key("faults").String(faults->ToString()).Key("min_bytes").UInt(c.min_bytes);
+  json.Key("max_bytes").UInt(c.max_bytes).Key("factor").Int(c.factor);
+  json.Key("rows").BeginArray();
+  bool failed = false;
+  const int esize = DTypeBytes(*dtype);
+  Progress progress("demo", "sizes", ProgressWanted(c.run.quiet));
+  int64_t findings_before = 0;
+  for (size_t index = 0; index < sizes.size(); ++index) {
+    progress.Update(static_cast<int64_t>(index), static_cast<int64_t>(sizes.size()),
+                    DescribeByteSize(sizes[index]));
+    const int64_t n = static_cast<int64_t>(sizes[index] / esize / (world * 8) * (world * 8));
+    if (n == 0) continue;
+    std::vector<TensorView> inputs;
+    std::vector<std::vector<int64_t>> ints(world, std::vector<int64_t>(n));
+    for (int r = 0; r < world; ++r) {
+      std::vector<uint8_t> bytes(n * esize);
+      for (int64_t i = 0; i < n; ++i) {
+        ints[r][i] = static_cast<int64_t>((i * 7 + r * 13) % 17) - 8;
+        StoreFromFloat(*dtype, bytes.data(), i, static_cast<float>(ints[r][i]));
+      }
+      absl::StatusOr<MemRef> mem = dev.Allocate(r, bytes.size(), "demo input");
+      if (!mem.ok()) return fail(mem.status());
+      if (absl::Status s = dev.Write(*mem, bytes); !s.ok()) return fail(s);
+      inputs.push_back(TensorView{*mem, *dtype, {n}, true});
+    }
+    const auto start = std::chrono::steady_clock::now();
+    absl::StatusOr<std::vector<TensorView>> outs = (*ar)->AllReduce(inputs);
+    if (!outs.ok()) return fail(outs.status());
+    if (absl::Status s = dev.Synchronize(); !s.ok()) return fail(s);
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    int64_t wrong = 0;
+    for (int r = 0; r < world; ++r) {
+      std::vector<uint8_t> bytes(n * esize);
+      if (absl::Status s = dev.Read((*outs)[r].mem.Slice(0, bytes.size()), absl::MakeSpan(bytes));
+          !s.ok()) {
+        return fail(s);
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        int64_t sum = 0;
+        for (int q = 0; q < world; ++q) sum += ints[q][i];
+        wrong += LoadAsFloat(*dtype, bytes.data(), i) != static_cast<float>(sum);
+      }
+    }
+    absl::StatusOr<std::vector<int>> differing = RanksDifferingFromRank0(dev, *outs);
+    if (!differing.ok()) return fail(differing.status());
+    const RingPlan plan = *(*ar)->PlanFor(inputs[0]);
+    // Findings so far, over every size (the device keeps counting across calls).
+    const int64_t findings = dev.findings().total();
+    progress.Clear();
+    std::printf("%12llu %12lld %6s %7d %8lld %10s %10lld %10.1f\n",
+                static_cast<unsigned long long>(n * esize), static_cast<long long>(n),
+                std::string(DTypeName(*dtype)).c_str(), plan.pieces, static_cast<long long>(wrong),
+                differing->empty() ? "true" : "false", static_cast<long long>(findings), ms);
+    json.BeginObject().Key("size_bytes").UInt(n * esize).Key("count").Int(n);
+    json.Key("pieces").Int(plan.pieces).Key("wrong").Int(wrong);
+    json.Key("rank_consistent").Bool(differing->empty());
+    json.Key("new_findings").Int(findings - findings_before).Key("sim_ms").Double(ms).EndObject();
+    findings_before = findings;
+    // Compressed wires round by design: their wrong count is information, not a failure.
+    failed |= (*wire == WireMode::kNative && wrong > 0) || !differing->empty() || findings > 0;
+    for (int r = 0; r < world; ++r) {
+      if (!faults->Has(Fault::kPersistentOutput)) (void)dev.Free((*outs)[r].mem);
+      (void)dev.Free(inputs[r].mem);
+    }
+  }
+  progress.Clear();
+  json.EndArray();
+  json.Key("findings").BeginArray();
+  for (const Finding& f : dev.findings().findings()) {
+    json.BeginObject().Key("checker").String(FindingKindName(f.kind)).Key("rank").Int(f.rank);
+    json.Key("detail").String(f.message).EndObject();
+  }
+  json.EndArray();
+  json.Key("findings_total").Int(dev.findings().total());
+  json.Key("status").String(failed ? "FAIL" : "PASS").EndObject();
+  if (!dev.findings().empty()) std::fputs(dev.findings().ToString().c_str(), stdout);
+  std::printf("status=%s\n", failed ? "FAIL" : "PASS");
+  if (!c.run.json.empty()) {
+    if (absl::Status s = WriteTextFile(c.run.json, json.str() + "\n"); !s.ok()) {
+      return fail(absl::InvalidArgumentError(absl::StrCat("--json: ", s.message())));
+    }
+  }
+  return failed ? 1 : 0;
+}
+
+int RunPlanCommand(const PlanCommand& c) {
+  const auto fail = [](const absl::Status& s) { return Fail("plan", s); };
+  RingPlanRequest req;
+  req.world = c.ranks;
+  req.elems = c.elems;
+  absl::StatusOr<DType> dtype = ParseDType(c.dtype);
+  if (!dtype.ok()) return fail(dtype.status());
+  req.dtype = *dtype;
+  absl::StatusOr<WireMode> wire = ParseWireMode(c.wire);
+  if (!wire.ok()) return fail(wire.status());
+  req.wire = *wire;
+  req.pieces = c.pieces;
+  req.max_bytes = static_cast<uint64_t>(req.elems) * DTypeBytes(req.dtype);
+  absl::StatusOr<FaultSet> faults = FaultSet::Parse(c.inject);
+  if (!faults.ok()) return fail(faults.status());
+  req.faults = *faults;
+  absl::StatusOr<RingPlan> plan = PlanRing(req);
+  if (!plan.ok()) return fail(plan.status());
+  std::fputs(plan->ToString().c_str(), stdout);
+  if (!c.json.empty()) {
+    JsonWriter w;
+    w.BeginObject();
+    WriteJsonPreamble(w, "plan");
+    w.Key("world").Int(plan->world).Key("elems").Int(plan->elems);
+    w.Key("dtype").String(DTypeName(plan->dtype)).Key("wire").String(WireModeName(plan->wire));
+    w.Key("pieces_requested").Int(plan->pieces_requested).Key("pieces").Int(plan->pieces);
+    w.Key("chunk_elems").Int(plan->chunk_elems).Key("faults").String(faults->ToString());
+    w.Key("slab_bytes").UInt(plan->slab.slab_bytes).Key("ranks").BeginArray();
+    for (size_t r = 0; r < plan->ranks.size(); ++r) {
+      w.BeginObject().Key("rank").Int(static_cast<int64_t>(r));
+      w.Key("wire_bytes_sent").UInt(plan->wire_bytes_sent[r]).Key("ops").BeginArray();
+      for (const PlanOp& op : plan->ranks[r]) {
+        w.BeginObject().Key("stream").String(PlanStreamName(op.stream));
+        w.Key("label").String(op.Label()).Key("step").Int(op.step).Key("piece").Int(op.piece);
+        w.Key("elems").Int(op.elems).Key("dst_bytes").UInt(op.dst.bytes).EndObject();
+      }
+      w.EndArray().EndObject();
+    }
+    w.EndArray().EndObject();
+    if (absl::Status s = WriteTextFile(c.json, w.str() + "\n"); !s.ok()) {
+      return fail(absl::InvalidArgumentError(absl::StrCat("--json: ", s.message())));
+    }
+  }
+  return 0;
+}
+
+}  // namespace dmalab
