@@ -5,14 +5,24 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "common/plugin/open_collective.h"
 
 namespace dmalab {
 
 absl::Status CheckCollective(const std::string& name) {
-  if (name == "ring") return absl::OkStatus();
+  if (name == kRingCollective || IsPluginPath(name)) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrFormat(
-      "value '%s' is not a collective this build has; allowed: ring (the DMA ring all-reduce)",
+      "value '%s' is not a collective; allowed: ring (the DMA ring all-reduce), or the path of a "
+      "plugin's shared library (containing '/' or ending in .so; include/dmalab/plugin.h)",
       name));
+}
+
+absl::Status CheckRingOnly(const std::string& name, std::string_view command) {
+  if (name == kRingCollective) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "value '%s': `dmalab %s` runs the built-in ring only; check a plugin with `dmalab replay "
+      "SCENARIO --collective=%s`",
+      name, command, name));
 }
 
 absl::Status WriteTextFile(const std::string& path, std::string_view text) {

@@ -51,7 +51,7 @@ int RunDemoCommand(const DemoCommand& c) {
                         DescribeByteSize(kDemoMaxBytes))));
   }
   if (c.factor < 2) return fail(absl::InvalidArgumentError("-f must be >= 2"));
-  if (absl::Status s = CheckCollective(c.run.collective); !s.ok()) {
+  if (absl::Status s = CheckRingOnly(c.run.collective, "demo"); !s.ok()) {
     return fail(absl::InvalidArgumentError(absl::StrCat("--collective: ", s.message())));
   }
   absl::StatusOr<DType> dtype = ParseDType(c.dtype);

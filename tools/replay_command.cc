@@ -77,7 +77,8 @@ int RunSeedSweep(const Scenario& scenario, const FaultSet& faults, const ReplayC
   json.Key("failing").BeginArray();
   Progress progress("replay", "seeds", ProgressWanted(c.run.quiet));
   for (int seed = 1; seed <= c.seeds; ++seed) {
-    absl::StatusOr<ReplayReport> r = ReplayOnSim(scenario, faults, seed, c.pieces, fidelity);
+    absl::StatusOr<ReplayReport> r =
+        ReplayOnSim(scenario, faults, seed, c.pieces, fidelity, c.run.collective);
     if (!r.ok()) return BadInput(std::string(r.status().message()));
     progress.Update(seed, c.seeds, absl::StrFormat("%zu failing", failing.size()));
     if (r->pass()) continue;
@@ -113,10 +114,11 @@ int RunSeedSweep(const Scenario& scenario, const FaultSet& faults, const ReplayC
 
 // --check-determinism: the same seed twice must give the same report, byte for byte.
 int CheckDeterminism(const Scenario& scenario, const FaultSet& faults, uint64_t seed, int pieces,
-                     Fidelity fidelity) {
+                     Fidelity fidelity, const std::string& collective) {
   std::string text[2];
   for (std::string& t : text) {
-    absl::StatusOr<ReplayReport> r = ReplayOnSim(scenario, faults, seed, pieces, fidelity);
+    absl::StatusOr<ReplayReport> r =
+        ReplayOnSim(scenario, faults, seed, pieces, fidelity, collective);
     if (!r.ok()) return BadInput(std::string(r.status().message()));
     t = FormatReportText(*r) + FormatReportJson(*r);
   }
@@ -159,7 +161,8 @@ int RunReplayCommand(const ReplayCommand& c) {
   if (*fidelity == Fidelity::kShadow && !c.dump_dir.empty()) {
     return BadInput("--dump needs values; the shadow fidelity keeps none (drop --fidelity=shadow)");
   }
-  if (c.check_determinism) return CheckDeterminism(*scenario, *faults, seed, c.pieces, *fidelity);
+  if (c.check_determinism)
+    return CheckDeterminism(*scenario, *faults, seed, c.pieces, *fidelity, c.run.collective);
   if (c.seeds > 0) return RunSeedSweep(*scenario, *faults, c, *fidelity);
   absl::StatusOr<std::unique_ptr<Device>> device = MakeDevice(c, *fidelity, scenario->world, seed);
   if (!device.ok()) return BadInput(std::string(device.status().message()));
@@ -171,6 +174,7 @@ int RunReplayCommand(const ReplayCommand& c) {
   }
 
   ReplayOptions options;
+  options.collective = c.run.collective;
   options.faults = *faults;
   options.pieces = c.pieces;
   auto* sim = dynamic_cast<SimDevice*>(device->get());

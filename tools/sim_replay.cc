@@ -9,9 +9,11 @@
 namespace dmalab {
 
 absl::StatusOr<ReplayReport> ReplayOnSim(const Scenario& scenario, const FaultSet& faults,
-                                         uint64_t seed, int pieces, Fidelity fidelity) {
+                                         uint64_t seed, int pieces, Fidelity fidelity,
+                                         const std::string& collective) {
   SimDevice device(scenario.world, seed, fidelity);
   ReplayOptions options;
+  options.collective = collective;
   options.faults = faults;
   options.pieces = pieces;
   options.poll_device_findings = NewFindingsPoller(device);

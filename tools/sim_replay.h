@@ -22,7 +22,8 @@ namespace dmalab {
 // all-reduce rejects its arguments).
 absl::StatusOr<ReplayReport> ReplayOnSim(const Scenario& scenario, const FaultSet& faults,
                                          uint64_t seed, int pieces = 2,
-                                         Fidelity fidelity = Fidelity::kValues);
+                                         Fidelity fidelity = Fidelity::kValues,
+                                         const std::string& collective = "ring");
 
 // The checker that made a finding: the simulator checker's kind for device findings ("race",
 // "use_after_free", ...), else the replay check ("retained_mismatch", "rank_inconsistent", ...).

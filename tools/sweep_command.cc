@@ -103,7 +103,7 @@ absl::Status DescribeDevices(const SweepCommand& c, const Topology& topology,
 }  // namespace
 
 int RunSweepCommand(const SweepCommand& c, const SweepNcclJsonOption& nccl) {
-  if (absl::Status s = CheckCollective(c.run.collective); !s.ok()) {
+  if (absl::Status s = CheckRingOnly(c.run.collective, "sweep"); !s.ok()) {
     return Fail(absl::InvalidArgumentError(absl::StrCat("--collective: ", s.message())));
   }
   absl::StatusOr<SweepOptions> options = ParseOptions(c);

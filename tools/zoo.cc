@@ -108,6 +108,39 @@ absl::StatusOr<std::set<std::string>> RunCase(const std::map<std::string, Scenar
   return checkers;
 }
 
+// The example third-party collectives: each bug with its fix and the scenario that shows it.
+struct PluginCase {
+  const char* plugin;
+  const char* fixed;
+  const char* scenario;
+};
+
+const std::vector<PluginCase>& PluginCatalog() {
+  static const std::vector<PluginCase> kAll = {
+      {"persistent_workspace", "fresh_output", "examples/plugins/persistent_workspace.yaml"},
+      {"symmetric_scratch", "symmetric_scratch_fixed", "examples/plugins/symmetric_scratch.yaml"},
+      {"graph_shared_buffer", "graph_shared_buffer_fixed",
+       "examples/plugins/graph_shared_buffer.yaml"},
+      {"baked_flag", "baked_flag_fixed", "examples/plugins/baked_flag.yaml"},
+      {"shape_overlap", "shape_overlap_fixed", "examples/plugins/shape_overlap.yaml"},
+  };
+  return kAll;
+}
+
+// One replay of a scenario with a plugin: the checker names of its findings.
+absl::StatusOr<std::set<std::string>> RunPlugin(const Scenario& scenario, const std::string& path,
+                                                uint64_t seed, Fidelity fidelity) {
+  SimDevice device(scenario.world, seed, fidelity);
+  ReplayOptions o;
+  o.collective = path;
+  o.poll_device_findings = NewFindingsPoller(device);
+  absl::StatusOr<ReplayReport> r = Replay(scenario, &device, o);
+  if (!r.ok()) return r.status();
+  std::set<std::string> checkers;
+  for (const ReplayFinding& f : r->findings) checkers.insert(CheckerOf(f));
+  return checkers;
+}
+
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -123,6 +156,9 @@ const std::vector<std::string>& ZooScenarios() {
 bool ZooReport::pass() const {
   for (const ZooRow& row : faults) {
     if (row.detected == row.benign) return false;
+  }
+  for (const ZooPluginRow& row : plugins) {
+    if (!row.detected || row.fixed_failing_runs > 0) return false;
   }
   for (const ZooCleanRow& row : clean) {
     if (row.failing_runs > 0) return false;
@@ -184,6 +220,36 @@ absl::StatusOr<ZooReport> RunZoo(const ZooOptions& options) {
     row.seconds = SecondsSince(scenario_start);
     report.clean.push_back(row);
   }
+  if (!options.plugins_dir.empty()) {
+    for (const PluginCase& c : PluginCatalog()) {
+      absl::StatusOr<Scenario> scenario = LoadScenarioFile(options.root + "/" + c.scenario);
+      if (!scenario.ok()) return scenario.status();
+      ZooPluginRow row;
+      row.plugin = c.plugin;
+      row.fixed = c.fixed;
+      row.scenario = c.scenario;
+      const std::string bug = absl::StrCat(options.plugins_dir, "/", c.plugin, ".so");
+      const std::string fix = absl::StrCat(options.plugins_dir, "/", c.fixed, ".so");
+      for (int seed = 1; seed <= options.seeds && !row.detected; ++seed) {
+        absl::StatusOr<std::set<std::string>> found =
+            RunPlugin(*scenario, bug, seed, options.fidelity);
+        if (!found.ok()) return found.status();
+        ++row.seeds_run;
+        if (found->empty()) continue;
+        row.detected = true;
+        row.first_seed = seed;
+        row.checkers = absl::StrJoin(*found, ",");
+      }
+      for (int seed = 1; seed <= options.seeds; ++seed) {
+        absl::StatusOr<std::set<std::string>> found =
+            RunPlugin(*scenario, fix, seed, options.fidelity);
+        if (!found.ok()) return found.status();
+        ++row.fixed_seeds_run;
+        if (!found->empty()) ++row.fixed_failing_runs;
+      }
+      report.plugins.push_back(row);
+    }
+  }
   report.seconds = SecondsSince(start);
   return report;
 }
@@ -204,6 +270,20 @@ std::string FormatZooReport(const ZooReport& report, const ZooOptions& options) 
                           row.scenario, verdict, row.detected ? row.checkers : "-",
                           row.detected ? absl::StrFormat("%d", row.first_seed) : "-",
                           row.seeds_run);
+  }
+  if (!report.plugins.empty()) {
+    absl::StrAppendFormat(&out,
+                          "\n# third-party collectives (examples/plugins/): the bug, then its fix\n"
+                          "%-22s %-44s %-9s %-40s %10s %-26s %8s\n",
+                          "plugin", "scenario", "detected", "checker", "first_seed", "fix",
+                          "fix_fail");
+    for (const ZooPluginRow& row : report.plugins) {
+      absl::StrAppendFormat(&out, "%-22s %-44s %-9s %-40s %10s %-26s %8d\n", row.plugin,
+                            row.scenario, row.detected ? "yes" : "no",
+                            row.detected ? row.checkers : "-",
+                            row.detected ? absl::StrFormat("%d", row.first_seed) : "-", row.fixed,
+                            row.fixed_failing_runs);
+    }
   }
   absl::StrAppendFormat(&out, "\n# no fault (false positives)\n%-44s %6s %8s %12s %8s\n",
                         "scenario", "seeds", "failing", "first_failing", "seconds");
@@ -244,6 +324,24 @@ std::string FormatZooJson(const ZooReport& report, const ZooOptions& options) {
       w.Null();
     }
     w.Key("seeds_run").Int(row.seeds_run).EndObject();
+  }
+  w.EndArray();
+  w.Key("plugins").BeginArray();
+  for (const ZooPluginRow& row : report.plugins) {
+    w.BeginObject().Key("plugin").String(row.plugin).Key("fixed").String(row.fixed);
+    w.Key("scenario").String(row.scenario).Key("detected").Bool(row.detected);
+    w.Key("checkers").BeginArray();
+    if (row.detected) {
+      for (absl::string_view c : absl::StrSplit(row.checkers, ',')) w.String(std::string(c));
+    }
+    w.EndArray().Key("first_seed");
+    if (row.detected) {
+      w.UInt(row.first_seed);
+    } else {
+      w.Null();
+    }
+    w.Key("seeds_run").Int(row.seeds_run).Key("fixed_seeds_run").Int(row.fixed_seeds_run);
+    w.Key("fixed_failing_runs").Int(row.fixed_failing_runs).EndObject();
   }
   w.EndArray();
   w.Key("clean").BeginArray();
@@ -316,12 +414,24 @@ int RunZooCommand(const ZooCommand& command) {
   absl::StatusOr<Fidelity> fidelity = ParseFidelity(command.fidelity);
   if (!fidelity.ok()) return bad_input(absl::StrCat("--", fidelity.status().message()));
   options.fidelity = *fidelity;
-  if (absl::Status s = CheckCollective(command.run.collective); !s.ok()) {
+  if (absl::Status s = CheckRingOnly(command.run.collective, "zoo"); !s.ok()) {
     return bad_input(absl::StrCat("--collective: ", s.message()));
   }
   absl::StatusOr<std::string> root = FindZooRoot(command.root);
   if (!root.ok()) return bad_input(std::string(root.status().message()));
   options.root = *root;
+  // The example plugins are built beside the executable (build/bin/../examples/).
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  const std::filesystem::path plugins = exe.parent_path().parent_path() / "examples";
+  if (!ec && std::filesystem::exists(plugins / "persistent_workspace.so", ec)) {
+    options.plugins_dir = plugins.string();
+  } else {
+    std::fprintf(stderr,
+                 "dmalab zoo: the example plugins are not built (no %s): their rows are left out "
+                 "(build the target example_plugins)\n",
+                 (plugins / "persistent_workspace.so").string().c_str());
+  }
   Progress progress("zoo", "runs", ProgressWanted(command.run.quiet));
   options.progress = [&progress](int64_t done, int64_t total) { progress.Update(done, total); };
   absl::StatusOr<ZooReport> report = RunZoo(options);

@@ -20,6 +20,8 @@ namespace dmalab {
 struct ZooOptions {
   int seeds = 20;          // seeds 1..seeds: a fault's search budget and the false-positive sweep
   std::string root = ".";  // where the zoo's files are: scenario paths are relative to it
+  // Where the example plugins are (NAME.so); empty: leave the plugin rows out.
+  std::string plugins_dir;
   Fidelity fidelity = Fidelity::kValues;
   // Optional: called after every run with the runs done and the most the zoo can run (a fault
   // row stops at its first detection; the runs it skips count as done).
@@ -62,8 +64,23 @@ struct ZooCleanRow {
   double seconds = 0;
 };
 
+// A third-party collective with a known bug (examples/plugins/) against its scenario, and the
+// fixed version over the same seeds.
+struct ZooPluginRow {
+  std::string plugin;  // the buggy plugin's name (build/examples/NAME.so)
+  std::string fixed;   // its fix
+  std::string scenario;
+  bool detected = false;
+  std::string checkers;     // of the first detecting run
+  uint64_t first_seed = 0;  // 0: not detected
+  int seeds_run = 0;
+  int fixed_seeds_run = 0;
+  int fixed_failing_runs = 0;  // false positives of the fix
+};
+
 struct ZooReport {
   std::vector<ZooRow> faults;
+  std::vector<ZooPluginRow> plugins;
   std::vector<ZooCleanRow> clean;
   double seconds = 0;
   // Every non-benign row detected, every benign row silent, and no false positive.
