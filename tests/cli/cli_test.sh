@@ -81,7 +81,16 @@ expect_exit 2 "--inject: fault 'nope' is not known; allowed: persistent-output" 
 expect_exit 2 "--check-determinism takes no value; found '--check-determinism=3'" -- replay "$scenario" --check-determinism=3
 expect_exit 2 "--quiet takes no value; found '--quiet=yes'" -- zoo --quiet=yes
 expect_exit 2 "--json: 1 required" -- zoo --json
-expect_exit 2 "--collective: value 'nccl' is not a collective this build has; allowed: ring" -- demo --collective=nccl
+expect_exit 2 "--collective: value 'nccl' is not a collective; allowed: ring (the DMA ring all-reduce), or the path of a plugin's shared library" -- demo --collective=nccl
+# A plugin path: replay runs it (the founding bug's plugin fails its scenario, its fix passes);
+# the ring-only commands refuse it and point at replay.
+examples="$(dirname "$dmalab")/../examples"
+expect_exit 2 "runs the built-in ring only; check a plugin with \`dmalab replay SCENARIO" -- sweep --collective="$examples/fresh_output.so"
+expect_exit 2 "plugin /nonexistent/x.so: cannot load it" -- replay examples/plugins/persistent_workspace.yaml --collective=/nonexistent/x.so
+expect_exit 1 "" -- replay examples/plugins/persistent_workspace.yaml --collective="$examples/persistent_workspace.so"
+grep -q 'status=FAIL$' "$tmp/out.txt" || fail "persistent_workspace plugin: $(tail -3 "$tmp/out.txt")"
+expect_exit 0 "" -- replay examples/plugins/persistent_workspace.yaml --collective="$examples/fresh_output.so"
+grep -q '^collective=plugin:fresh_output device=sim' "$tmp/out.txt" || fail "fresh_output header: $(head -2 "$tmp/out.txt")"
 # One size parser for demo and sweep: K/M/G either case, 0 and overflow rejected, bounds named.
 expect_exit 2 "-b/--minbytes: size '0' is 0 B; allowed: 1 B to 256 MiB" -- demo -b 0
 expect_exit 2 "-b/--minbytes: size '0' is 0 B; allowed: 1 B to 64 GiB" -- sweep -b 0
