@@ -55,9 +55,7 @@ std::set<std::string> Checkers(const ReplayReport& r) {
   std::set<std::string> out;
   for (const ReplayFinding& f : r.findings) {
     std::string name(ReplayFindingKindName(f.kind));
-    if (f.kind == ReplayFindingKind::kDeviceChecker) {
-      absl::StrAppend(&name, ":", f.detail.substr(0, f.detail.find(':')));
-    }
+    if (f.kind == ReplayFindingKind::kDeviceChecker) absl::StrAppend(&name, ":", f.checker);
     out.insert(name);
   }
   return out;
