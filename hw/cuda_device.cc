@@ -439,15 +439,7 @@ absl::Status CudaDevice::WaitFlag(StreamId stream, const MemRef& expected, const
   kernels::WaitFlagArgs args;
   args.expected = static_cast<uint64_t*>(Ptr(expected));
   args.flag = static_cast<const uint64_t*>(Ptr(flag));
-  args.timeout_ns = options_.flag_wait_timeout_ns;
-  args.rank = (*s)->rank;
-  args.stream = stream;
-  args.label = wait_log_->InternLabel(label);
-  wait_log_->FillWaitArgs((*s)->gpu, args);
-  DMALAB_HW_RETURN_IF_ERROR(UseGpu((*s)->gpu));
-  DMALAB_CUDA_RETURN_IF_ERROR(kernels::LaunchWaitFlag((*s)->stream, args),
-                              "wait '%s' on rank %d stream '%s'", label, (*s)->rank, (*s)->name);
-  return absl::OkStatus();
+  return LaunchWait(**s, stream, args, "wait", label);
 }
 
 absl::Status CudaDevice::WriteValue(StreamId stream, const MemRef& dst, uint64_t value,
@@ -477,15 +469,19 @@ absl::Status CudaDevice::WaitValue(StreamId stream, const MemRef& flag, uint64_t
   kernels::WaitFlagArgs args;
   args.immediate = value;
   args.flag = static_cast<const uint64_t*>(Ptr(flag));
+  return LaunchWait(**s, stream, args, "wait value", label);
+}
+
+absl::Status CudaDevice::LaunchWait(const Stream& s, StreamId stream, kernels::WaitFlagArgs args,
+                                    std::string_view what, std::string_view label) {
   args.timeout_ns = options_.flag_wait_timeout_ns;
-  args.rank = (*s)->rank;
+  args.rank = s.rank;
   args.stream = stream;
   args.label = wait_log_->InternLabel(label);
-  wait_log_->FillWaitArgs((*s)->gpu, args);
-  DMALAB_HW_RETURN_IF_ERROR(UseGpu((*s)->gpu));
-  DMALAB_CUDA_RETURN_IF_ERROR(kernels::LaunchWaitFlag((*s)->stream, args),
-                              "wait value '%s' on rank %d stream '%s'", label, (*s)->rank,
-                              (*s)->name);
+  wait_log_->FillWaitArgs(s.gpu, args);
+  DMALAB_HW_RETURN_IF_ERROR(UseGpu(s.gpu));
+  DMALAB_CUDA_RETURN_IF_ERROR(kernels::LaunchWaitFlag(s.stream, args),
+                              "%s '%s' on rank %d stream '%s'", what, label, s.rank, s.name);
   return absl::OkStatus();
 }
 

@@ -175,6 +175,10 @@ class CudaDevice : public Device {
   // the GPU, which would not notice.
   absl::Status CheckLive(const MemRef& mem, const OperandName& name) const;
   absl::Status CheckFlagWord(const MemRef& mem, const OperandName& name) const;
+  // Fills the bookkeeping of a wait kernel (timeout, rank, label, failure records) and launches
+  // it on `s`; WaitFlag and WaitValue differ only in what they wait for.
+  absl::Status LaunchWait(const Stream& s, StreamId stream, kernels::WaitFlagArgs args,
+                          std::string_view what, std::string_view label);
   absl::Status RefuseDuringCapture(std::string_view what) const;
   // Reduce with at least one block-coded operand; the arguments are validated and the stream's
   // GPU is current.

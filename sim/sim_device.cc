@@ -297,14 +297,19 @@ absl::Status SimDevice::WaitFlag(StreamId stream, const MemRef& expected, const 
   return Enqueue(stream, std::move(op), label);
 }
 
+absl::Status SimDevice::CheckValueFlag(StreamId stream, const MemRef& flag, std::string_view what,
+                                       std::string_view label) const {
+  if (absl::Status s = CheckStream(stream); !s.ok()) return s;
+  if (flag.bytes != 8) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s '%s': the flag must be 8 bytes, is %d", what, label, flag.bytes));
+  }
+  return CheckMem(flag, absl::StrFormat("%s flag", what));
+}
+
 absl::Status SimDevice::WriteValue(StreamId stream, const MemRef& dst, uint64_t value,
                                    std::string_view label) {
-  if (absl::Status s = CheckStream(stream); !s.ok()) return s;
-  if (dst.bytes != 8) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("write value '%s': the flag must be 8 bytes, is %d", label, dst.bytes));
-  }
-  if (absl::Status s = CheckMem(dst, "write value flag"); !s.ok()) return s;
+  if (absl::Status s = CheckValueFlag(stream, dst, "write value", label); !s.ok()) return s;
   Op op;
   op.kind = OpKind::kWriteValue;
   op.src = dst;
@@ -314,18 +319,13 @@ absl::Status SimDevice::WriteValue(StreamId stream, const MemRef& dst, uint64_t 
 
 absl::Status SimDevice::WaitValue(StreamId stream, const MemRef& flag, uint64_t value,
                                   std::string_view label) {
-  if (absl::Status s = CheckStream(stream); !s.ok()) return s;
-  if (flag.bytes != 8) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("wait value '%s': the flag must be 8 bytes, is %d", label, flag.bytes));
-  }
+  if (absl::Status s = CheckValueFlag(stream, flag, "wait value", label); !s.ok()) return s;
   if (flag.rank != streams_[stream].rank) {
     return absl::InvalidArgumentError(
         absl::StrFormat("wait value '%s': the flag is on rank %d, the stream on rank %d; a wait "
                         "reads its own rank's memory",
                         label, flag.rank, streams_[stream].rank));
   }
-  if (absl::Status s = CheckMem(flag, "wait value flag"); !s.ok()) return s;
   Op op;
   op.kind = OpKind::kWaitValue;
   op.src = flag;
@@ -395,8 +395,8 @@ bool SimDevice::Ready(Stream& /*s*/, Op& op) {
         StoreU64(op.dst, op.wait_target);
         op.wait_armed = true;
       }
-      return LoadU64(op.src) >= op.wait_target;
-    case OpKind::kWaitValue:
+      [[fallthrough]];
+    case OpKind::kWaitValue:  // armed at enqueue: the value is immediate
       return LoadU64(op.src) >= op.wait_target;
     default:
       return true;

@@ -178,6 +178,9 @@ class SimDevice : public Device {
   // The fork and join events LaunchGraph uses on `rank` / after `stream`.
   absl::StatusOr<EventId> LaunchEvent(std::map<int, EventId>& pool, int key, int rank);
   absl::Status CheckMem(const MemRef& m, std::string_view what) const;
+  // The stream exists and `flag` is a valid 8-byte word, for WriteValue and WaitValue.
+  absl::Status CheckValueFlag(StreamId stream, const MemRef& flag, std::string_view what,
+                              std::string_view label) const;
   absl::Status Enqueue(StreamId s, Op op, std::string_view label);
   int Timeline(StreamId s) const { return s + 1; }
   bool Ready(Stream& s, Op& op);
