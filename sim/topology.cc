@@ -289,20 +289,20 @@ absl::StatusOr<Topology> ParseDocument(const YamlFields& f, const YAML::Node& do
 }  // namespace
 
 absl::StatusOr<Topology> ParseTopology(std::string_view text, std::string_view file) {
+  const YamlFields f{std::string(file)};
+  DMALAB_ASSIGN_OR_RETURN(const YAML::Node doc, f.ParseOneDocument(text, "topology"));
   try {
-    return ParseDocument(YamlFields(std::string(file)), YAML::Load(std::string(text)));
-  } catch (const YAML::Exception& e) {  // a syntax error, or a malformed node met while indexing
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s:%d:%d: %s", file, e.mark.line + 1, e.mark.column + 1, e.msg));
+    return ParseDocument(f, doc);
+  } catch (const YAML::Exception& e) {  // not expected once the graph is checked; never a crash
+    return f.ErrorAt({f.file(), e.mark.line + 1, e.mark.column + 1}, "(document)",
+                     absl::StrFormat("a YAML node it cannot read (%s)", e.msg),
+                     "a topology as scenarios/topologies/README.md describes");
   }
 }
 
 absl::StatusOr<Topology> LoadTopologyFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrFormat("topology: cannot open '%s'", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  return ParseTopology(text.str(), path);
+  DMALAB_ASSIGN_OR_RETURN(const std::string text, ReadYamlFile(path, "topology"));
+  return ParseTopology(text, path);
 }
 
 namespace {

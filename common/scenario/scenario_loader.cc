@@ -1,8 +1,5 @@
 #include "common/scenario/scenario_loader.h"
 
-#include <filesystem>
-#include <fstream>
-#include <system_error>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -12,7 +9,6 @@
 #include "common/scenario/fill.h"
 #include "common/scenario/scenario_lifetimes.h"
 #include "common/scenario/yaml_fields.h"
-#include "yaml-cpp/depthguard.h"
 
 namespace dmalab {
 namespace {
@@ -20,62 +16,6 @@ namespace {
 constexpr int64_t kMaxElems = int64_t{1} << 40;
 constexpr char kDocument[] = "(document)";
 
-// Checks the node graph before it is read: an alias makes a node appear again wherever it is
-// used, so a small file can stand for a graph that is exponentially large (nested aliases) or
-// infinite (an alias inside the node it names). Walks the graph as the loader will, counting
-// every node as often as it is reached, and stops at kMaxScenarioNodes, at a collection nested
-// deeper than kMaxScenarioDepth, or at a cycle.
-class GraphCheck {
- public:
-  explicit GraphCheck(const YamlFields& f) : f_(f) {}
-
-  absl::Status Walk(const YAML::Node& node, const std::string& path) {
-    if (++nodes_ > kMaxScenarioNodes) {
-      return f_.Error(
-          node, path.empty() ? kDocument : path,
-          absl::StrFormat("more than %d YAML nodes once aliases are expanded", kMaxScenarioNodes),
-          absl::StrFormat("at most %d (every use of an alias counts its anchor's "
-                          "nodes again)",
-                          kMaxScenarioNodes));
-    }
-    if (!node.IsMap() && !node.IsSequence()) return absl::OkStatus();
-    if (static_cast<int>(open_.size()) >= kMaxScenarioDepth) {
-      return f_.Error(node, path.empty() ? kDocument : path,
-                      absl::StrFormat("lists and maps nested more than %d deep", kMaxScenarioDepth),
-                      absl::StrFormat("at most %d levels of nesting", kMaxScenarioDepth));
-    }
-    for (const YAML::Node& open : open_) {
-      if (open.is(node)) {
-        return f_.Error(open_.back(), path.empty() ? kDocument : path,
-                        "an alias to a list or map that contains the alias (a cycle)",
-                        "aliases to nodes outside themselves");
-      }
-    }
-    open_.push_back(node);
-    if (node.IsSequence()) {
-      for (size_t i = 0; i < node.size(); ++i) {
-        DMALAB_RETURN_IF_ERROR(Walk(node[i], IndexPath(path, i)));
-      }
-    } else {
-      for (auto it = node.begin(); it != node.end(); ++it) {
-        const YAML::Node key = it->first;
-        const YAML::Node value = it->second;
-        if (!key.IsScalar()) {
-          return f_.Error(key, path.empty() ? kDocument : path,
-                          absl::StrCat("a key that is ", f_.Describe(key)), "scalar keys only");
-        }
-        DMALAB_RETURN_IF_ERROR(Walk(value, FieldPath(path, key.Scalar())));
-      }
-    }
-    open_.pop_back();
-    return absl::OkStatus();
-  }
-
- private:
-  const YamlFields& f_;
-  int64_t nodes_ = 0;
-  std::vector<YAML::Node> open_;  // the collections being walked, outermost first
-};
 constexpr char kStepKinds[] =
     "fill, all_reduce, retain, unretain, release, free, add, expect_unchanged, expect_equal, "
     "repeat, capture_graph, launch_graph";
@@ -565,29 +505,8 @@ std::string BaseName(std::string_view path) {
 
 absl::StatusOr<Scenario> ParseScenario(std::string_view yaml, std::string_view file_name) {
   const YamlFields f{std::string(file_name)};
-  const SourceLoc start{std::string(file_name), 1, 1};
-  if (yaml.size() > kMaxScenarioFileBytes) {
-    return f.ErrorAt(start, kDocument, absl::StrFormat("%d bytes", yaml.size()),
-                     absl::StrFormat("a scenario of at most %d bytes", kMaxScenarioFileBytes));
-  }
-  std::vector<YAML::Node> docs;
+  DMALAB_ASSIGN_OR_RETURN(const YAML::Node root, f.ParseOneDocument(yaml, "scenario"));
   try {
-    docs = YAML::LoadAll(std::string(yaml));
-  } catch (const YAML::DeepRecursion& e) {
-    const SourceLoc loc{std::string(file_name), e.mark.line + 1, e.mark.column + 1};
-    return f.ErrorAt(loc, kDocument,
-                     absl::StrFormat("lists and maps nested more than %d deep", kMaxScenarioDepth),
-                     absl::StrFormat("at most %d levels of nesting", kMaxScenarioDepth));
-  } catch (const YAML::ParserException& e) {
-    const SourceLoc loc{std::string(file_name), e.mark.line + 1, e.mark.column + 1};
-    return f.ErrorAt(loc, kDocument, absl::StrFormat("invalid YAML (%s)", e.msg), "YAML syntax");
-  }
-  if (docs.size() > 1) {
-    return f.Error(docs[1], kDocument, "a second YAML document", "one document per scenario file");
-  }
-  const YAML::Node root = docs.empty() ? YAML::Node() : docs[0];
-  try {
-    DMALAB_RETURN_IF_ERROR(GraphCheck(f).Walk(root, ""));
     Loader loader{std::string(file_name)};
     auto scenario = loader.Load(root);
     if (scenario.ok() && scenario->name.empty()) scenario->name = BaseName(file_name);
@@ -600,25 +519,7 @@ absl::StatusOr<Scenario> ParseScenario(std::string_view yaml, std::string_view f
 }
 
 absl::StatusOr<Scenario> LoadScenarioFile(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s: is a directory, allowed a scenario file", path));
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrFormat("%s: cannot read the scenario file", path));
-  // Reads one byte more than the cap, so an endless input (/dev/zero, a pipe) stops there.
-  std::string text(kMaxScenarioFileBytes + 1, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  if (in.bad()) {
-    return absl::NotFoundError(absl::StrFormat("%s: cannot read the scenario file", path));
-  }
-  text.resize(static_cast<size_t>(in.gcount()));
-  if (text.size() > kMaxScenarioFileBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s: found more than %d bytes, allowed a scenario file of at most %d bytes",
-                        path, kMaxScenarioFileBytes, kMaxScenarioFileBytes));
-  }
+  DMALAB_ASSIGN_OR_RETURN(const std::string text, ReadYamlFile(path, "scenario"));
   return ParseScenario(text, path);
 }
 

@@ -16,15 +16,15 @@
 
 #include "absl/status/statusor.h"
 #include "common/scenario/scenario.h"
+#include "common/scenario/yaml_limits.h"
 
 namespace dmalab {
 
-// Bounds on what a scenario file may make the loader do; each is a located error beyond it.
-// The shipped scenarios are a few KB, a few thousand nodes and 10 levels deep.
-inline constexpr size_t kMaxScenarioFileBytes = size_t{4} << 20;  // 4 MiB of text
-// YAML nodes, counted as often as they are reached: an alias counts its anchor's nodes again.
-inline constexpr int64_t kMaxScenarioNodes = 100000;
-inline constexpr int kMaxScenarioDepth = 64;  // lists and maps within lists and maps
+// Bounds on what a scenario file may make the loader do (those of every YAML input file); each
+// is a located error beyond it.
+inline constexpr size_t kMaxScenarioFileBytes = kMaxYamlFileBytes;
+inline constexpr int64_t kMaxScenarioNodes = kMaxYamlNodes;
+inline constexpr int kMaxScenarioDepth = kMaxYamlDepth;
 
 // Parses YAML text (one document; anchors and aliases are allowed, a cycle of aliases is an
 // error); `file_name` is used in error messages and as Scenario::file.

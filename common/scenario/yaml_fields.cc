@@ -2,12 +2,20 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <sstream>
+#include <system_error>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/core/status_macros.h"
+#include "common/core/text_escape.h"
+#include "yaml-cpp/depthguard.h"
+#include "yaml-cpp/eventhandler.h"
 
 namespace dmalab {
 namespace {
@@ -17,7 +25,181 @@ std::string_view NumberAllowed(YamlFields::Bound bound) {
   return bound == YamlFields::Bound::kPositive ? "a number > 0" : "a number >= 0";
 }
 
+constexpr char kDocument[] = "(document)";
+
+// Checks the node graph before it is read: an alias makes a node appear again wherever it is
+// used, so a small file can stand for a graph that is exponentially large (nested aliases) or
+// infinite (an alias inside the node it names). Walks the graph as the loader will, counting
+// every node as often as it is reached, and stops at kMaxYamlNodes, at a collection nested
+// deeper than kMaxYamlDepth, or at a cycle.
+class GraphCheck {
+ public:
+  explicit GraphCheck(const YamlFields& f) : f_(f) {}
+
+  absl::Status Walk(const YAML::Node& node, const std::string& path) {
+    if (++nodes_ > kMaxYamlNodes) {
+      return f_.Error(
+          node, path.empty() ? kDocument : path,
+          absl::StrFormat("more than %d YAML nodes once aliases are expanded", kMaxYamlNodes),
+          absl::StrFormat("at most %d (every use of an alias counts its anchor's "
+                          "nodes again)",
+                          kMaxYamlNodes));
+    }
+    if (!node.IsMap() && !node.IsSequence()) return absl::OkStatus();
+    if (static_cast<int>(open_.size()) >= kMaxYamlDepth) {
+      return f_.Error(node, path.empty() ? kDocument : path,
+                      absl::StrFormat("lists and maps nested more than %d deep", kMaxYamlDepth),
+                      absl::StrFormat("at most %d levels of nesting", kMaxYamlDepth));
+    }
+    for (const YAML::Node& open : open_) {
+      if (open.is(node)) {
+        return f_.Error(open_.back(), path.empty() ? kDocument : path,
+                        "an alias to a list or map that contains the alias (a cycle)",
+                        "aliases to nodes outside themselves");
+      }
+    }
+    open_.push_back(node);
+    if (node.IsSequence()) {
+      for (size_t i = 0; i < node.size(); ++i) {
+        DMALAB_RETURN_IF_ERROR(Walk(node[i], IndexPath(path, i)));
+      }
+    } else {
+      for (auto it = node.begin(); it != node.end(); ++it) {
+        const YAML::Node key = it->first;
+        const YAML::Node value = it->second;
+        if (!key.IsScalar()) {
+          return f_.Error(key, path.empty() ? kDocument : path,
+                          absl::StrCat("a key that is ", f_.Describe(key)), "scalar keys only");
+        }
+        DMALAB_RETURN_IF_ERROR(Walk(value, FieldPath(path, key.Scalar())));
+      }
+    }
+    open_.pop_back();
+    return absl::OkStatus();
+  }
+
+ private:
+  const YamlFields& f_;
+  int64_t nodes_ = 0;
+  std::vector<YAML::Node> open_;  // the collections being walked, outermost first
+};
+// Where a document starts and where its first node is, from the parser's events alone.
+class DocumentMarks : public YAML::EventHandler {
+ public:
+  YAML::Mark start;  // of the document
+  YAML::Mark first;  // of its first node (its root)
+
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    start = mark;
+    seen_node_ = false;
+  }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t) override { Node(mark); }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override { Node(mark); }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                const std::string&) override {
+    Node(mark);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
+    Node(mark);
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {
+    Node(mark);
+  }
+  void OnMapEnd() override {}
+
+ private:
+  void Node(const YAML::Mark& mark) {
+    if (!seen_node_) first = mark;
+    seen_node_ = true;
+  }
+  bool seen_node_ = false;
+};
+
+// Checks that `yaml` is at most one document before any node is built. yaml-cpp 0.7 does not
+// end on some invalid input (a ',' where a node should start): it reports an empty document
+// there without reading the ',', again and again, and YAML::LoadAll would collect such
+// documents until memory runs out. A document that starts where the one before it started is
+// that loop, and is reported as invalid YAML at that place.
+absl::Status CheckOneDocument(const std::string& yaml, const YamlFields& f, std::string_view kind) {
+  std::istringstream in(yaml);
+  YAML::Parser parser(in);
+  DocumentMarks marks;
+  if (!parser.HandleNextDocument(marks)) return absl::OkStatus();  // empty
+  const YAML::Mark first_start = marks.start;
+  if (!parser.HandleNextDocument(marks)) return absl::OkStatus();
+  if (marks.start.pos == first_start.pos) {
+    const size_t pos = static_cast<size_t>(std::max(marks.start.pos, 0));
+    const std::string text = pos < yaml.size() ? EscapeText(yaml.substr(pos, 1)) : "the end";
+    return f.ErrorAt({f.file(), marks.start.line + 1, marks.start.column + 1}, kDocument,
+                     absl::StrFormat("invalid YAML ('%s' where a node should start)", text),
+                     "YAML syntax");
+  }
+  return f.ErrorAt({f.file(), marks.first.line + 1, marks.first.column + 1}, kDocument,
+                   "a second YAML document",
+                   absl::StrFormat("one document per %s file", kind));
+}
+
 }  // namespace
+
+absl::StatusOr<YAML::Node> YamlFields::ParseOneDocument(std::string_view text,
+                                                        std::string_view kind) const {
+  const SourceLoc start{file_, 1, 1};
+  if (text.size() > kMaxYamlFileBytes) {
+    return ErrorAt(start, kDocument, absl::StrFormat("%d bytes", text.size()),
+                   absl::StrFormat("a %s of at most %d bytes", kind, kMaxYamlFileBytes));
+  }
+  const std::string yaml(text);
+  YAML::Node root;
+  try {
+    DMALAB_RETURN_IF_ERROR(CheckOneDocument(yaml, *this, kind));
+    root = YAML::Load(yaml);
+  } catch (const YAML::DeepRecursion& e) {
+    const SourceLoc loc{file_, e.mark.line + 1, e.mark.column + 1};
+    return ErrorAt(loc, kDocument,
+                   absl::StrFormat("lists and maps nested more than %d deep", kMaxYamlDepth),
+                   absl::StrFormat("at most %d levels of nesting", kMaxYamlDepth));
+  } catch (const YAML::ParserException& e) {
+    const SourceLoc loc{file_, e.mark.line + 1, e.mark.column + 1};
+    return ErrorAt(loc, kDocument, absl::StrFormat("invalid YAML (%s)", e.msg), "YAML syntax");
+  }
+  try {
+    DMALAB_RETURN_IF_ERROR(GraphCheck(*this).Walk(root, ""));
+  } catch (const YAML::Exception& e) {  // not expected; never a crash
+    const SourceLoc loc{file_, e.mark.line + 1, e.mark.column + 1};
+    return ErrorAt(loc, kDocument, absl::StrFormat("a YAML node it cannot read (%s)", e.msg),
+                   "YAML syntax");
+  }
+  return root;
+}
+
+absl::StatusOr<std::string> ReadYamlFile(const std::string& path, std::string_view kind) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: is a directory, allowed a %s file", path, kind));
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(absl::StrFormat("%s: cannot read the %s file", path, kind));
+  }
+  // Reads one byte more than the cap, so an endless input (/dev/zero, a pipe) stops there.
+  std::string text(kMaxYamlFileBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (in.bad()) {
+    return absl::NotFoundError(absl::StrFormat("%s: cannot read the %s file", path, kind));
+  }
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxYamlFileBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: found more than %d bytes, allowed a %s file of at most %d bytes", path,
+                        kMaxYamlFileBytes, kind, kMaxYamlFileBytes));
+  }
+  return text;
+}
 
 std::string FieldPath(std::string_view base, std::string_view key) {
   if (base.empty()) return std::string(key);

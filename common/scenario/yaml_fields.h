@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/scenario/scenario.h"
+#include "common/scenario/yaml_limits.h"
 // yaml-cpp 0.7's inline accessors trip GCC 12's -Wdangling-pointer (a false positive in the
 // library's header); silence it for the header only.
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
@@ -39,6 +40,13 @@ class YamlFields {
 
   // The document's name, as given.
   const std::string& file() const { return file_; }
+
+  // Parses `text` as one YAML document within the bounds above, before any field is read. Each
+  // of these is a located error at field '(document)' or at the node's path: more than
+  // kMaxYamlFileBytes, invalid YAML, a second document, nesting deeper than kMaxYamlDepth, more
+  // than kMaxYamlNodes nodes with aliases expanded, an alias cycle, a key that is not a scalar.
+  // `kind` ("scenario") names the input in the messages.
+  absl::StatusOr<YAML::Node> ParseOneDocument(std::string_view text, std::string_view kind) const;
   // 1-based location of a node.
   SourceLoc Loc(const YAML::Node& node) const;
   // The error described in the file comment.
@@ -96,6 +104,11 @@ class YamlFields {
  private:
   std::string file_;
 };
+
+// The text of YAML file `path` (a `kind` file, "scenario", in messages): NotFound when it cannot
+// be read; InvalidArgument for a directory, or for more than kMaxYamlFileBytes (read no further,
+// so /dev/zero ends).
+absl::StatusOr<std::string> ReadYamlFile(const std::string& path, std::string_view kind);
 
 // "a.b" (or "b" when `base` is empty).
 std::string FieldPath(std::string_view base, std::string_view key);

@@ -51,6 +51,25 @@ TEST(FuzzRegressionTest, AStepWhoseValueIsAListIsALocatedError) {
             "steps, label");
 }
 
+// Found by scenario_loader_fuzzer (timeout, memory growing to gigabytes): yaml-cpp 0.7 never ends
+// on a ',' where a node should start. It reports an empty document there without reading the
+// ',', again and again. The loader now sees that no document moves past the one before it and
+// reports the place; tests/fuzz/corpus_loader/regression_comma_loop.yaml is the fuzzer's input.
+TEST(FuzzRegressionTest, AParserThatStopsMovingIsInvalidYamlNotAHang) {
+  absl::StatusOr<Scenario> s = ParseScenario(
+      ",orld: 4\ntensors: {x:d: 4\ntensors: {x: [1099511627776]}\nstepsor: xhi}\n", "t.yaml");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().message(),
+            "t.yaml:1:1: field '(document)': found invalid YAML (',' where a node should start), "
+            "allowed YAML syntax");
+  // The same after a first document: the second document is the error, at its first node.
+  s = ParseScenario("world: 2\n---\n,\n", "t.yaml");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().message(),
+            "t.yaml:3:1: field '(document)': found a second YAML document, allowed one document "
+            "per scenario file");
+}
+
 // Found by replay_fuzzer (ASan heap-use-after-free): releasing the tensors still live at the end
 // passed a key of the live map by reference and erased it before naming the tensor in a
 // free-failed finding. persistent-output makes that free fail.

@@ -100,8 +100,7 @@ TEST(TopologyTest, RepeatedFieldNamesItsFirstLine) {
 
 TEST(TopologyTest, KeyMustBeAName) {
   EXPECT_EQ(ErrorWith("  local:", "  [k]: 1\n  local:"),
-            "t.yaml:6:3: field 'links': found a key that is a list, allowed a map with fields "
-            "local, peer, pairs");
+            "t.yaml:6:3: field 'links': found a key that is a list, allowed scalar keys only");
 }
 
 TEST(TopologyTest, NameMustNotBeEmpty) {
@@ -155,7 +154,9 @@ TEST(TopologyTest, EfficiencyPointsMustGrowInBytes) {
 }
 
 TEST(TopologyTest, YamlSyntaxErrorIsLocated) {
-  EXPECT_EQ(ErrorWith("gpus: 4", "gpus: [4"), "t.yaml:3:13: end of sequence flow not found");
+  EXPECT_EQ(ErrorWith("gpus: 4", "gpus: [4"),
+            "t.yaml:3:13: field '(document)': found invalid YAML (end of sequence flow not found), "
+            "allowed YAML syntax");
 }
 
 TEST(TopologyTest, DocumentMustBeAMap) {
@@ -167,8 +168,30 @@ TEST(TopologyTest, DocumentMustBeAMap) {
 }
 
 TEST(TopologyTest, MissingFileIsNamed) {
-  EXPECT_EQ(LoadTopologyFile("no/such.yaml").status().message(),
-            "topology: cannot open 'no/such.yaml'");
+  const absl::Status missing = LoadTopologyFile("no/such.yaml").status();
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(missing.message(), "no/such.yaml: cannot read the topology file");
+}
+
+// A topology is read within the bounds of every YAML input, like a scenario: an endless file
+// stops at the size cap, a directory is named as such, a second document, an alias cycle and
+// the parser's endless loop on a ',' are located errors.
+TEST(TopologyTest, HostileFilesAreLocatedErrors) {
+  EXPECT_EQ(LoadTopologyFile("/dev/zero").status().message(),
+            "/dev/zero: found more than 4194304 bytes, allowed a topology file of at most 4194304 "
+            "bytes");
+  EXPECT_EQ(LoadTopologyFile("scenarios/topologies").status().message(),
+            "scenarios/topologies: is a directory, allowed a topology file");
+  // kValid is 15 lines; `name: b` is line 17.
+  EXPECT_EQ(ParseTopology(std::string(kValid) + "---\nname: b\n", "t.yaml").status().message(),
+            "t.yaml:17:1: field '(document)': found a second YAML document, allowed one document "
+            "per topology file");
+  EXPECT_EQ(ParseTopology("name: a\nlinks: &l\n  - *l\n", "t.yaml").status().message(),
+            "t.yaml:2:8: field 'links[0]': found an alias to a list or map that contains the alias "
+            "(a cycle), allowed aliases to nodes outside themselves");
+  EXPECT_EQ(ParseTopology(",\n", "t.yaml").status().message(),
+            "t.yaml:1:1: field '(document)': found invalid YAML (',' where a node should start), "
+            "allowed YAML syntax");
 }
 
 TEST(TopologyWriterTest, EveryShippedTopologyReadsBackEqual) {
