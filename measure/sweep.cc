@@ -6,6 +6,8 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "common/core/collective.h"
+#include "common/plugin/open_collective.h"
 #include "common/ring/dma_all_reduce.h"
 #include "common/ring/ring_planner.h"
 #include "measure/speed_of_light.h"
@@ -75,7 +77,7 @@ absl::Status WriteInputs(Device& device, absl::Span<const TensorView> views, boo
 
 // Writes the integer inputs into `ins`, runs one all-reduce into `outs` and counts wrong (and,
 // for compressed wires, rounded) elements as SweepTiming documents.
-absl::Status Check(Device& device, DmaAllReduce& ar, absl::Span<const TensorView> ins,
+absl::Status Check(Device& device, Collective& ar, absl::Span<const TensorView> ins,
                    absl::Span<const TensorView> outs, WireMode wire, SweepTiming& timing) {
   const int world = device.world_size();
   if (absl::Status s = WriteInputs(device, ins, /*zeros=*/false); !s.ok()) return s;
@@ -153,13 +155,30 @@ absl::StatusOr<std::vector<SweepRow>> RunSweep(Device& device, const DeviceClock
     return absl::InvalidArgumentError(
         "sweep: -G needs -w >= 1, so that the graph is captured outside the timed calls");
   }
+  const bool ring = o.collective == kRingCollective;
+  if (o.graph && !ring) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "sweep: -G replays the ring's own captured graphs; collective '%s' is timed eagerly "
+        "(leave -G out)",
+        o.collective));
+  }
   const uint64_t max_bytes = static_cast<uint64_t>(counts->back()) * DTypeBytes(o.dtype);
   DmaAllReduceOptions ar_options;
   ar_options.max_bytes = max_bytes;
   ar_options.wire = o.wire;
   ar_options.pieces = o.pieces;
   ar_options.graph_cache = o.graph;
-  absl::StatusOr<std::unique_ptr<DmaAllReduce>> ar = DmaAllReduce::Create(&device, ar_options);
+  absl::StatusOr<std::unique_ptr<Collective>> ar;
+  if (ring) {
+    ar = DmaAllReduce::Create(&device, ar_options);
+  } else {
+    CollectiveParams params;
+    params.max_bytes = max_bytes;
+    params.dtype = o.dtype;
+    params.wire = o.wire;
+    params.pieces = o.pieces;
+    ar = OpenCollective(&device, o.collective, params);
+  }
   if (!ar.ok()) return ar.status();
   absl::StatusOr<std::unique_ptr<SpeedOfLight>> sol =
       SpeedOfLight::Create(&device, max_bytes, /*graphs=*/o.graph);
@@ -201,7 +220,15 @@ absl::StatusOr<std::vector<SweepRow>> RunSweep(Device& device, const DeviceClock
     if (status.ok()) status = measure(in_place, in_place, row.in_place);
     if (!status.ok()) break;
     progress(index, row.bytes, "speed of light");
-    absl::StatusOr<RingPlan> plan = (*ar)->PlanFor(ins.front());
+    // The ring's plan at this size, the speed of light's copies (for a plugin too: a reference).
+    RingPlanRequest request;
+    request.world = world;
+    request.elems = row.count;
+    request.dtype = o.dtype;
+    request.pieces = o.pieces;
+    request.wire = o.wire;
+    request.max_bytes = max_bytes;
+    absl::StatusOr<RingPlan> plan = PlanRing(request);
     if (!plan.ok()) {
       status = plan.status();
       break;

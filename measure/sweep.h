@@ -1,4 +1,4 @@
-// `dmalab sweep`: the DMA ring all-reduce over a range of sizes, timed out of place and in place
+// `dmalab sweep`: an all-reduce (the DMA ring, or any Collective) over a range of sizes, timed out of place and in place
 // beside its speed of light (measure/speed_of_light.h), shaped like nccl-tests' all_reduce_perf
 // (docs/design.md section 8). RunSweep measures on any Device; RunSweepCommand
 // (tools/sweep_command.h) is the command line's entry point (backend choice, table, CSV and JSON
@@ -32,6 +32,10 @@ struct SweepOptions {
   DType dtype = DType::kBF16;
   WireMode wire = WireMode::kNative;
   int pieces = 2;
+  // --collective: "ring" or a plugin's shared library (common/plugin/open_collective.h). A plugin
+  // is timed eagerly (no -G: graph mode replays the ring's own graph cache) and beside the DMA
+  // ring's speed of light at the same size, a reference for what the copy engines can do.
+  std::string collective = "ring";
 };
 
 // One mode (out of place or in place) at one size.
@@ -54,7 +58,7 @@ struct SweepRow {
   DType dtype = DType::kBF16;
   WireMode wire = WireMode::kNative;
   SweepTiming out_of_place, in_place;
-  double sol_us = 0;          // speed of light: the plan's peer copies alone (speed_of_light.h)
+  double sol_us = 0;  // speed of light: the ring plan's peer copies alone (speed_of_light.h)
   double sol_busbw_gbps = 0;  // busbw a ring of sol_us would reach
   double pct_sol = 0;         // sol_us / out-of-place time * 100
 };

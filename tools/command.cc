@@ -17,14 +17,6 @@ absl::Status CheckCollective(const std::string& name) {
       name));
 }
 
-absl::Status CheckRingOnly(const std::string& name, std::string_view command) {
-  if (name == kRingCollective) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "value '%s': `dmalab %s` runs the built-in ring only; check a plugin with `dmalab replay "
-      "SCENARIO --collective=%s`",
-      name, command, name));
-}
-
 absl::Status WriteTextFile(const std::string& path, std::string_view text) {
   FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) {

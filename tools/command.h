@@ -21,9 +21,6 @@ struct RunFlags {
 // The collectives --collective accepts: "ring" (DmaAllReduce) or a plugin path. The error names the
 // value and what is allowed.
 absl::Status CheckCollective(const std::string& name);
-// For the commands that run the built-in ring only (sweep, demo, zoo): an error naming the command
-// and pointing at `dmalab replay --collective` for anything else.
-absl::Status CheckRingOnly(const std::string& name, std::string_view command);
 
 // Writes `text` to `path` (replacing it); the error names the path and the reason (a full disk,
 // a directory without write permission).

@@ -10,8 +10,10 @@
 #include "common/core/byte_size.h"
 #include "common/core/json_writer.h"
 #include "common/core/result_checks.h"
+#include "common/plugin/open_collective.h"
 #include "common/ring/dma_all_reduce.h"
 #include "common/ring/ring_planner.h"
+#include "common/scenario/replay.h"
 #include "common/scenario/report.h"
 #include "sim/sim_device.h"
 #include "tools/host_memory.h"
@@ -51,9 +53,10 @@ int RunDemoCommand(const DemoCommand& c) {
                         DescribeByteSize(kDemoMaxBytes))));
   }
   if (c.factor < 2) return fail(absl::InvalidArgumentError("-f must be >= 2"));
-  if (absl::Status s = CheckRingOnly(c.run.collective, "demo"); !s.ok()) {
+  if (absl::Status s = CheckCollective(c.run.collective); !s.ok()) {
     return fail(absl::InvalidArgumentError(absl::StrCat("--collective: ", s.message())));
   }
+  const bool ring = c.run.collective == kRingCollective;
   absl::StatusOr<DType> dtype = ParseDType(c.dtype);
   if (!dtype.ok()) return fail(dtype.status());
   absl::StatusOr<FaultSet> faults = FaultSet::Parse(c.inject);
@@ -67,14 +70,16 @@ int RunDemoCommand(const DemoCommand& c) {
   opts.faults = *faults;
   opts.wire = *wire;
   // Refuse sizes that cannot fit before allocating: at the largest size, per rank an input, an
-  // output and the workspace, plus the host's copies (bytes and int64 expected values).
+  // output and the ring's workspace (a plugin's own is not known ahead), plus the host's copies
+  // (bytes and int64 expected values).
   const std::vector<uint64_t> sizes = DemoSizes(c.min_bytes, c.max_bytes, c.factor);
   const uint64_t largest =
       sizes.back() / DTypeBytes(*dtype) / (world * 8) * static_cast<uint64_t>(world * 8);
+  const long double workspace =
+      ring ? static_cast<long double>(DmaAllReduce::WorkspaceBytesPerRank(world, opts)) : 0.0L;
   const long double need =
-      static_cast<long double>(world) *
-      (2.0L * largest * DTypeBytes(*dtype) + DmaAllReduce::WorkspaceBytesPerRank(world, opts) +
-       largest * (8.0L + 2 * DTypeBytes(*dtype)));
+      static_cast<long double>(world) * (2.0L * largest * DTypeBytes(*dtype) + workspace +
+                                         largest * (8.0L + 2 * DTypeBytes(*dtype)));
   if (const uint64_t limit = AvailableMemoryBytes(); need > static_cast<long double>(limit)) {
     return fail(absl::ResourceExhaustedError(absl::StrFormat(
         "the largest size (-e %s) needs about %s of memory, more than the %s available; use a "
@@ -82,13 +87,23 @@ int RunDemoCommand(const DemoCommand& c) {
         DescribeByteSize(c.max_bytes),
         BytesText(need >= 1.8e19L ? UINT64_MAX : static_cast<uint64_t>(need)), BytesText(limit))));
   }
-  absl::StatusOr<std::unique_ptr<DmaAllReduce>> ar = DmaAllReduce::Create(&dev, opts);
+  CollectiveParams params;
+  params.max_bytes = opts.max_bytes;
+  params.dtype = *dtype;
+  params.wire = opts.wire;
+  params.pieces = opts.pieces;
+  params.faults = opts.faults;
+  absl::StatusOr<std::unique_ptr<Collective>> ar = OpenCollective(&dev, c.run.collective, params);
   if (!ar.ok()) return fail(ar.status());
+  // The ring's plan names its pieces per size; a plugin's inner workings are its own.
+  const auto* ring_ar = dynamic_cast<const DmaAllReduce*>(ar->get());
 
   std::printf(
-      "# dmalab demo: simulated DMA ring all-reduce, %d ranks, %s, wire %s, seed %llu, inject %s\n",
-      world, std::string(DTypeName(*dtype)).c_str(), std::string(WireModeName(*wire)).c_str(),
-      static_cast<unsigned long long>(dev.seed()), faults->ToString().c_str());
+      "# dmalab demo: simulated all-reduce (collective %s), %d ranks, %s, wire %s, seed %llu, "
+      "inject %s\n",
+      (*ar)->name().c_str(), world, std::string(DTypeName(*dtype)).c_str(),
+      std::string(WireModeName(*wire)).c_str(), static_cast<unsigned long long>(dev.seed()),
+      faults->ToString().c_str());
   std::printf(
       "# inputs are small integers, so the exact sum is known and #wrong counts every\n"
       "# element of every rank that differs from it (compressed wires round: #wrong > 0)\n");
@@ -97,6 +112,7 @@ int RunDemoCommand(const DemoCommand& c) {
   JsonWriter json;
   json.BeginObject();
   WriteJsonPreamble(json, "demo");
+  json.Key("collective").String((*ar)->name());
   json.Key("scheduling_seed").UInt(dev.seed()).Key("ranks").Int(world);
   json.Key("dtype").String(DTypeName(*dtype)).Key("wire").String(WireModeName(*wire));
   json.Key("faults").String(faults->ToString()).Key("min_bytes").UInt(c.min_bytes);
@@ -126,7 +142,17 @@ int RunDemoCommand(const DemoCommand& c) {
     }
     const auto start = std::chrono::steady_clock::now();
     absl::StatusOr<std::vector<TensorView>> outs = (*ar)->AllReduce(inputs);
-    if (!outs.ok()) return fail(outs.status());
+    if (!outs.ok()) {
+      // A plugin that refuses valid arguments or breaks while running is the collective's
+      // failure, not bad input to the demo.
+      if (ring || IsRejectedArguments(outs.status())) return fail(outs.status());
+      progress.Clear();
+      std::printf("%12llu the all-reduce failed: %s\n",
+                  static_cast<unsigned long long>(n * esize),
+                  std::string(outs.status().message()).c_str());
+      failed = true;
+      break;
+    }
     if (absl::Status s = dev.Synchronize(); !s.ok()) return fail(s);
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -145,16 +171,24 @@ int RunDemoCommand(const DemoCommand& c) {
     }
     absl::StatusOr<std::vector<int>> differing = RanksDifferingFromRank0(dev, *outs);
     if (!differing.ok()) return fail(differing.status());
-    const RingPlan plan = *(*ar)->PlanFor(inputs[0]);
+    const int pieces = ring_ar != nullptr ? ring_ar->PlanFor(inputs[0])->pieces : 0;
     // Findings so far, over every size (the device keeps counting across calls).
     const int64_t findings = dev.findings().total();
     progress.Clear();
-    std::printf("%12llu %12lld %6s %7d %8lld %10s %10lld %10.1f\n",
+    std::printf("%12llu %12lld %6s %7s %8lld %10s %10lld %10.1f\n",
                 static_cast<unsigned long long>(n * esize), static_cast<long long>(n),
-                std::string(DTypeName(*dtype)).c_str(), plan.pieces, static_cast<long long>(wrong),
-                differing->empty() ? "true" : "false", static_cast<long long>(findings), ms);
+                std::string(DTypeName(*dtype)).c_str(),
+                pieces > 0 ? absl::StrFormat("%d", pieces).c_str() : "-",
+                static_cast<long long>(wrong), differing->empty() ? "true" : "false",
+                static_cast<long long>(findings), ms);
     json.BeginObject().Key("size_bytes").UInt(n * esize).Key("count").Int(n);
-    json.Key("pieces").Int(plan.pieces).Key("wrong").Int(wrong);
+    json.Key("pieces");
+    if (pieces > 0) {
+      json.Int(pieces);
+    } else {
+      json.Null();
+    }
+    json.Key("wrong").Int(wrong);
     json.Key("rank_consistent").Bool(differing->empty());
     json.Key("new_findings").Int(findings - findings_before).Key("sim_ms").Double(ms).EndObject();
     findings_before = findings;

@@ -11,7 +11,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/core/byte_size.h"
+#include "common/plugin/open_collective.h"
 #include "common/ring/ring_planner.h"
+#include "common/scenario/replay.h"
 #include "measure/hw_backend.h"
 #include "measure/sweep.h"
 #include "measure/sweep_report.h"
@@ -60,6 +62,7 @@ absl::StatusOr<SweepOptions> ParseOptions(const SweepCommand& c) {
   o.dtype = *dtype;
   o.wire = *wire;
   o.pieces = c.pieces;
+  o.collective = c.run.collective;
   return o;
 }
 
@@ -103,7 +106,7 @@ absl::Status DescribeDevices(const SweepCommand& c, const Topology& topology,
 }  // namespace
 
 int RunSweepCommand(const SweepCommand& c, const SweepNcclJsonOption& nccl) {
-  if (absl::Status s = CheckRingOnly(c.run.collective, "sweep"); !s.ok()) {
+  if (absl::Status s = CheckCollective(c.run.collective); !s.ok()) {
     return Fail(absl::InvalidArgumentError(absl::StrCat("--collective: ", s.message())));
   }
   absl::StatusOr<SweepOptions> options = ParseOptions(c);
@@ -172,6 +175,13 @@ int RunSweepCommand(const SweepCommand& c, const SweepNcclJsonOption& nccl) {
   };
   absl::StatusOr<std::vector<SweepRow>> rows = RunSweep(*device, clock, *options, observer);
   progress.Clear();
+  if (!rows.ok() && options->collective != kRingCollective &&
+      !IsRejectedArguments(rows.status())) {
+    // A plugin that breaks while it runs is the collective failing a check, not bad input.
+    std::printf("# the all-reduce failed: %s\n# status=FAIL\n",
+                std::string(rows.status().message()).c_str());
+    return 1;
+  }
   if (!rows.ok()) return Fail(rows.status());
   context.end_time = LocalTime();
   std::fputs(SweepTableFooter(context, *rows).c_str(), stdout);

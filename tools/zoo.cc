@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -13,7 +14,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/core/json_writer.h"
+#include "common/plugin/open_collective.h"
 #include "common/ring/dma_all_reduce.h"
+#include "common/scenario/replay.h"
 #include "common/scenario/report.h"
 #include "common/scenario/scenario_loader.h"
 #include "sim/sim_device.h"
@@ -60,15 +63,16 @@ const std::vector<ZooCase>& Catalog() {
 
 // W=3: an in-place all-reduce, then the caller adds into the reduced tensor on each rank's
 // compute stream without synchronizing; the checker names of what the simulator found.
-absl::StatusOr<std::set<std::string>> RunInPlaceThenAdd(const FaultSet& faults, uint64_t seed,
+absl::StatusOr<std::set<std::string>> RunInPlaceThenAdd(const std::string& collective,
+                                                        const FaultSet& faults, uint64_t seed,
                                                         Fidelity fidelity) {
   constexpr int kWorld = 3;
   constexpr int64_t kElems = kWorld * 8 * 128;
   SimDevice dev(kWorld, seed, fidelity);
-  DmaAllReduceOptions options;
-  options.max_bytes = kElems * 2;
-  options.faults = faults;
-  absl::StatusOr<std::unique_ptr<DmaAllReduce>> ar = DmaAllReduce::Create(&dev, options);
+  CollectiveParams params;
+  params.max_bytes = kElems * 2;
+  params.faults = faults;
+  absl::StatusOr<std::unique_ptr<Collective>> ar = OpenCollective(&dev, collective, params);
   if (!ar.ok()) return ar.status();
   std::vector<TensorView> x;
   for (int r = 0; r < kWorld; ++r) {
@@ -77,7 +81,10 @@ absl::StatusOr<std::set<std::string>> RunInPlaceThenAdd(const FaultSet& faults, 
     if (absl::Status s = dev.Write(*mem, std::vector<uint8_t>(kElems * 2, 0)); !s.ok()) return s;
     x.push_back(TensorView{*mem, DType::kBF16, {kElems}, true});
   }
-  if (absl::Status s = (*ar)->AllReduce(x, x); !s.ok()) return s;
+  if (absl::Status s = (*ar)->AllReduce(x, x); !s.ok()) {
+    if (IsRejectedArguments(s)) return s;
+    return std::set<std::string>{absl::IsAborted(s) ? "collective_error" : "device_error"};
+  }
   for (int r = 0; r < kWorld; ++r) {
     const Operand op{x[r].mem};
     if (absl::Status s = dev.Reduce(dev.ComputeStream(r), DType::kBF16, op, {op, op}, kElems,
@@ -99,7 +106,9 @@ absl::StatusOr<std::set<std::string>> RunInPlaceThenAdd(const FaultSet& faults, 
 absl::StatusOr<std::set<std::string>> RunCase(const std::map<std::string, Scenario>& scenarios,
                                               const std::string& name, const FaultSet& faults,
                                               uint64_t seed, Fidelity fidelity) {
-  if (name == kInPlaceThenAdd) return RunInPlaceThenAdd(faults, seed, fidelity);
+  if (name == kInPlaceThenAdd) {
+    return RunInPlaceThenAdd(std::string(kRingCollective), faults, seed, fidelity);
+  }
   absl::StatusOr<ReplayReport> r =
       ReplayOnSim(scenarios.at(name), faults, seed, /*pieces=*/2, fidelity);
   if (!r.ok()) return r.status();
@@ -145,6 +154,52 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// `dmalab zoo --collective=PLUGIN`: the plugin over every zoo scenario and every example
+// plugin's scenario, no fault injected; a failing run is a finding of the plugin.
+absl::StatusOr<ZooReport> RunPluginZoo(const ZooOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::string> files = ZooScenarios();
+  for (const PluginCase& c : PluginCatalog()) files.push_back(c.scenario);
+  ZooReport report;
+  const int64_t total = static_cast<int64_t>(files.size()) * options.seeds;
+  int64_t done = 0;
+  for (const std::string& file : files) {
+    const auto scenario_start = std::chrono::steady_clock::now();
+    ZooCleanRow row;
+    row.scenario = file;
+    std::optional<Scenario> scenario;
+    if (file != kInPlaceThenAdd) {
+      absl::StatusOr<Scenario> loaded = LoadScenarioFile(options.root + "/" + file);
+      if (!loaded.ok()) return loaded.status();
+      scenario = *std::move(loaded);
+      if (scenario->wire != WireMode::kNative) {
+        row.skipped = absl::StrFormat("wire %s is the ring's option", WireModeName(scenario->wire));
+      }
+    }
+    for (int seed = 1; seed <= options.seeds && row.skipped.empty(); ++seed) {
+      absl::StatusOr<std::set<std::string>> found =
+          scenario ? RunPlugin(*scenario, options.collective, seed, options.fidelity)
+                   : RunInPlaceThenAdd(options.collective, FaultSet(), seed, options.fidelity);
+      if (!found.ok()) return found.status();
+      ++row.seeds_run;
+      if (options.progress) options.progress(++done, total);
+      if (found->empty()) continue;
+      if (row.failing_runs++ == 0) {
+        row.first_failing_seed = seed;
+        row.checkers = absl::StrJoin(*found, ",");
+      }
+    }
+    if (!row.skipped.empty()) {
+      done += options.seeds;
+      if (options.progress) options.progress(done, total);
+    }
+    row.seconds = SecondsSince(scenario_start);
+    report.clean.push_back(row);
+  }
+  report.seconds = SecondsSince(start);
+  return report;
+}
+
 }  // namespace
 
 const std::vector<std::string>& ZooScenarios() {
@@ -167,6 +222,7 @@ bool ZooReport::pass() const {
 }
 
 absl::StatusOr<ZooReport> RunZoo(const ZooOptions& options) {
+  if (options.collective != kRingCollective) return RunPluginZoo(options);
   const auto start = std::chrono::steady_clock::now();
   std::map<std::string, Scenario> scenarios;
   for (const std::string& file : ZooScenarios()) {
@@ -254,7 +310,39 @@ absl::StatusOr<ZooReport> RunZoo(const ZooOptions& options) {
   return report;
 }
 
+// The clean rows' table: the collective under test, no fault injected.
+std::string FormatCleanRows(const ZooReport& report, int* runs, int* failing) {
+  std::string out = absl::StrFormat("%-44s %6s %8s %12s %-44s %8s\n", "scenario", "seeds",
+                                    "failing", "first_failing", "checker", "seconds");
+  for (const ZooCleanRow& row : report.clean) {
+    *runs += row.seeds_run;
+    *failing += row.failing_runs;
+    if (!row.skipped.empty()) {
+      absl::StrAppendFormat(&out, "%-44s skipped: %s\n", row.scenario, row.skipped);
+      continue;
+    }
+    absl::StrAppendFormat(
+        &out, "%-44s %6d %8d %12s %-44s %8.1f\n", row.scenario, row.seeds_run, row.failing_runs,
+        row.failing_runs > 0 ? absl::StrFormat("%d", row.first_failing_seed) : "-",
+        row.failing_runs > 0 ? row.checkers : "-", row.seconds);
+  }
+  return out;
+}
+
 std::string FormatZooReport(const ZooReport& report, const ZooOptions& options) {
+  if (options.collective != kRingCollective) {
+    int runs = 0, failing = 0;
+    std::string out = absl::StrFormat(
+        "# dmalab zoo: collective %s on the simulator (%s fidelity), seeds 1..%d, over every zoo "
+        "scenario and every example plugin's scenario, no fault injected\n"
+        "# (the ring's fault injections and the example plugins are left out: they test the "
+        "ring and the examples)\n",
+        options.collective, FidelityName(options.fidelity), options.seeds);
+    out += FormatCleanRows(report, &runs, &failing);
+    absl::StrAppendFormat(&out, "\nfailing runs %d in %d, %.1f s, status=%s\n", failing, runs,
+                          report.seconds, report.pass() ? "PASS" : "FAIL");
+    return out;
+  }
   std::string out = absl::StrFormat(
       "# dmalab zoo: every fault injection on the simulator (%s fidelity), seeds 1..%d\n",
       FidelityName(options.fidelity), options.seeds);
@@ -285,16 +373,9 @@ std::string FormatZooReport(const ZooReport& report, const ZooOptions& options) 
                             row.fixed_failing_runs);
     }
   }
-  absl::StrAppendFormat(&out, "\n# no fault (false positives)\n%-44s %6s %8s %12s %8s\n",
-                        "scenario", "seeds", "failing", "first_failing", "seconds");
+  out += "\n# no fault (false positives)\n";
   int runs = 0, failing = 0;
-  for (const ZooCleanRow& row : report.clean) {
-    runs += row.seeds_run;
-    failing += row.failing_runs;
-    absl::StrAppendFormat(
-        &out, "%-44s %6d %8d %12s %8.1f\n", row.scenario, row.seeds_run, row.failing_runs,
-        row.failing_runs > 0 ? absl::StrFormat("%d", row.first_failing_seed) : "-", row.seconds);
-  }
+  out += FormatCleanRows(report, &runs, &failing);
   absl::StrAppendFormat(&out,
                         "\nfaults detected %d/%d (rows), false positives %d in %d clean runs, "
                         "%.1f s, status=%s\n",
@@ -307,6 +388,7 @@ std::string FormatZooJson(const ZooReport& report, const ZooOptions& options) {
   JsonWriter w;
   w.BeginObject();
   WriteJsonPreamble(w, "zoo");
+  w.Key("collective").String(options.collective);
   w.Key("fidelity").String(FidelityName(options.fidelity)).Key("seeds").Int(options.seeds);
   w.Key("faults").BeginArray();
   for (const ZooRow& row : report.faults) {
@@ -352,6 +434,16 @@ std::string FormatZooJson(const ZooReport& report, const ZooOptions& options) {
       w.UInt(row.first_failing_seed);
     } else {
       w.Null();
+    }
+    w.Key("checkers").BeginArray();
+    if (row.failing_runs > 0) {
+      for (absl::string_view c : absl::StrSplit(row.checkers, ',')) w.String(std::string(c));
+    }
+    w.EndArray().Key("skipped");
+    if (row.skipped.empty()) {
+      w.Null();
+    } else {
+      w.String(row.skipped);
     }
     w.Key("seconds").Double(row.seconds).EndObject();
   }
@@ -414,9 +506,10 @@ int RunZooCommand(const ZooCommand& command) {
   absl::StatusOr<Fidelity> fidelity = ParseFidelity(command.fidelity);
   if (!fidelity.ok()) return bad_input(absl::StrCat("--", fidelity.status().message()));
   options.fidelity = *fidelity;
-  if (absl::Status s = CheckRingOnly(command.run.collective, "zoo"); !s.ok()) {
+  if (absl::Status s = CheckCollective(command.run.collective); !s.ok()) {
     return bad_input(absl::StrCat("--collective: ", s.message()));
   }
+  options.collective = command.run.collective;
   absl::StatusOr<std::string> root = FindZooRoot(command.root);
   if (!root.ok()) return bad_input(std::string(root.status().message()));
   options.root = *root;
@@ -424,7 +517,9 @@ int RunZooCommand(const ZooCommand& command) {
   std::error_code ec;
   const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   const std::filesystem::path plugins = exe.parent_path().parent_path() / "examples";
-  if (!ec && std::filesystem::exists(plugins / "persistent_workspace.so", ec)) {
+  if (options.collective != kRingCollective) {
+    // The plugin under test replaces the ring; the example plugins' rows are left out.
+  } else if (!ec && std::filesystem::exists(plugins / "persistent_workspace.so", ec)) {
     options.plugins_dir = plugins.string();
   } else {
     std::fprintf(stderr,

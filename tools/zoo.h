@@ -18,6 +18,11 @@
 namespace dmalab {
 
 struct ZooOptions {
+  // The collective under test: "ring" runs the ring's fault injections, the example plugins and
+  // the clean sweep; a plugin's path runs the plugin, in the ring's place, over every zoo
+  // scenario and every example plugin's scenario (the fault injections and the example plugins
+  // test the ring and the examples, so they are left out).
+  std::string collective = "ring";
   int seeds = 20;          // seeds 1..seeds: a fault's search budget and the false-positive sweep
   std::string root = ".";  // where the zoo's files are: scenario paths are relative to it
   // Where the example plugins are (NAME.so); empty: leave the plugin rows out.
@@ -55,12 +60,16 @@ struct ZooRow {
   int seeds_run = 0;
 };
 
-// The correct implementation on one scenario.
+// The collective under test, no fault injected, on one scenario.
 struct ZooCleanRow {
   std::string scenario;
   int seeds_run = 0;
   int failing_runs = 0;
   uint64_t first_failing_seed = 0;
+  std::string checkers;  // comma-separated checker names of the first failing run
+  // Why the scenario did not run (a plugin and a compressed wire, which is the ring's option);
+  // empty when it ran.
+  std::string skipped;
   double seconds = 0;
 };
 

@@ -82,10 +82,25 @@ expect_exit 2 "--check-determinism takes no value; found '--check-determinism=3'
 expect_exit 2 "--quiet takes no value; found '--quiet=yes'" -- zoo --quiet=yes
 expect_exit 2 "--json: 1 required" -- zoo --json
 expect_exit 2 "--collective: value 'nccl' is not a collective; allowed: ring (the DMA ring all-reduce), or the path of a plugin's shared library" -- demo --collective=nccl
-# A plugin path: replay runs it (the founding bug's plugin fails its scenario, its fix passes);
-# the ring-only commands refuse it and point at replay.
+# A plugin path: replay, demo, sweep and zoo run it (the founding bug's plugin fails, its fix
+# passes).
 examples="$(dirname "$dmalab")/../examples"
-expect_exit 2 "runs the built-in ring only; check a plugin with \`dmalab replay SCENARIO" -- sweep --collective="$examples/fresh_output.so"
+topology=scenarios/topologies/h200_virtual_ranks.yaml
+expect_exit 1 "" -- demo --collective="$examples/persistent_workspace.so" --ranks=2 -b 4K -e 16K -f 4
+grep -q '^# dmalab demo: simulated all-reduce (collective plugin:persistent_workspace)' "$tmp/out.txt" || fail "demo plugin header: $(head -1 "$tmp/out.txt")"
+grep -q '^status=FAIL$' "$tmp/out.txt" || fail "demo persistent_workspace: $(tail -3 "$tmp/out.txt")"
+expect_exit 0 "" -- demo --collective="$examples/fresh_output.so" --ranks=2 -b 4K -e 16K -f 4
+grep -q '^status=PASS$' "$tmp/out.txt" || fail "demo fresh_output: $(tail -3 "$tmp/out.txt")"
+expect_exit 2 "fault injections (persistent-output) are bugs of the built-in ring; a plugin brings its own" -- demo --collective="$examples/fresh_output.so" --inject=persistent-output
+expect_exit 0 "" -- sweep --collective="$examples/fresh_output.so" --backend=sim --topology="$topology" --ranks=2 -b 64K -e 256K -n 2 -w 1
+grep -q "^# dmalab sweep: collective $examples/fresh_output.so, backend sim" "$tmp/out.txt" || fail "sweep plugin header: $(head -2 "$tmp/out.txt")"
+grep -q '^# status=PASS$' "$tmp/out.txt" || fail "sweep fresh_output: $(tail -3 "$tmp/out.txt")"
+expect_exit 2 "-G replays the ring's own captured graphs" -- sweep --collective="$examples/fresh_output.so" --backend=sim --topology="$topology" --ranks=2 -b 64K -e 256K -G 1
+expect_exit 0 "" -- zoo --collective="$examples/fresh_output.so" --seeds=2 --quiet
+grep -q 'status=PASS$' "$tmp/out.txt" || fail "zoo fresh_output: $(tail -3 "$tmp/out.txt")"
+grep -q '^tests/zoo/owner_keeps_prequant_i8_tp4.yaml *skipped: wire i8 is the ring' "$tmp/out.txt" || fail "zoo fresh_output i8 row: $(cat "$tmp/out.txt")"
+expect_exit 1 "" -- zoo --collective="$examples/persistent_workspace.so" --seeds=2 --quiet
+grep -q '^scenarios/mtp_fused_residual_tp4.yaml *2 *2 *1 ' "$tmp/out.txt" || fail "zoo persistent_workspace: $(cat "$tmp/out.txt")"
 expect_exit 2 "plugin /nonexistent/x.so: cannot load it" -- replay examples/plugins/persistent_workspace.yaml --collective=/nonexistent/x.so
 expect_exit 1 "" -- replay examples/plugins/persistent_workspace.yaml --collective="$examples/persistent_workspace.so"
 grep -q 'status=FAIL$' "$tmp/out.txt" || fail "persistent_workspace plugin: $(tail -3 "$tmp/out.txt")"
