@@ -1,8 +1,8 @@
-// `dmalab sweep`: an all-reduce (the DMA ring, or any Collective) over a range of sizes, timed out of place and in place
-// beside its speed of light (measure/speed_of_light.h), shaped like nccl-tests' all_reduce_perf
-// (docs/design.md section 8). RunSweep measures on any Device; RunSweepCommand
-// (tools/sweep_command.h) is the command line's entry point (backend choice, table, CSV and JSON
-// files, exit status).
+// `dmalab sweep`: an all-reduce (the DMA ring, or any Collective) over a range of sizes, timed out
+// of place and in place beside its speed of light (measure/speed_of_light.h), shaped like
+// nccl-tests' all_reduce_perf (docs/design.md section 8). RunSweep measures on any Device;
+// RunSweepCommand (tools/sweep_command.h) is the command line's entry point (backend choice, table,
+// CSV and JSON files, exit status).
 #ifndef DMALAB_MEASURE_SWEEP_H_
 #define DMALAB_MEASURE_SWEEP_H_
 

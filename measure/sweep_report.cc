@@ -81,12 +81,14 @@ int64_t WrongTotal(absl::Span<const SweepRow> rows) {
 std::string SweepTableHeader(const SweepContext& c) {
   const SweepOptions& o = c.options;
   std::string h = absl::StrFormat(
-      "# dmalab sweep: collective %s, backend %s (device %s%s), %d ranks on %d GPU(s), %s, wire %s, "
+      "# dmalab sweep: collective %s, backend %s (device %s%s), %d ranks on %d GPU(s), %s, wire "
+      "%s, "
       "pieces %d\n"
       "# -n %d -w %d -c %d -G %d; %s\n",
-      o.collective, c.backend, c.device, c.topology.empty() ? "" : absl::StrCat(", topology ", c.topology),
-      c.ranks, c.gpus, DTypeName(o.dtype), WireModeName(o.wire), o.pieces, o.iters, o.warmup,
-      o.check ? 1 : 0, o.graph ? 1 : 0,
+      o.collective, c.backend, c.device,
+      c.topology.empty() ? "" : absl::StrCat(", topology ", c.topology), c.ranks, c.gpus,
+      DTypeName(o.dtype), WireModeName(o.wire), o.pieces, o.iters, o.warmup, o.check ? 1 : 0,
+      o.graph ? 1 : 0,
       c.backend == "sim" ? "times are the timing model's prediction (SimDevice::now_us)"
                          : "times are host wall clock around n calls between two synchronizes");
   h += absl::StrFormat("# Collective test starting: %s\n", kProgram);
@@ -182,14 +184,16 @@ std::string SweepJson(const SweepContext& c, absl::Span<const SweepRow> rows) {
       "{\n  \"schema\": \"dmalab.sweep\",\n  \"schema_version\": %d,\n  \"tool\": \"dmalab\",\n"
       "  \"tool_version\": %s,\n  \"scheduling_seed\": %s,\n  \"min_bytes\": %d,\n"
       "  \"max_bytes\": %d,\n  \"factor\": %d,\n"
-      "  \"command\": \"sweep\",\n  \"collective\": %s,\n  \"backend\": %s,\n  \"device\": %s,\n  \"topology\": %s,\n"
+      "  \"command\": \"sweep\",\n  \"collective\": %s,\n  \"backend\": %s,\n  \"device\": %s,\n  "
+      "\"topology\": %s,\n"
       "  \"ranks\": %d,\n  \"dtype\": %s,\n  \"wire\": %s,\n  \"pieces\": %d,\n  \"iters\": %d,\n"
       "  \"warmup\": %d,\n  \"check\": %s,\n  \"graph\": %s,\n  \"rows\": [",
       kJsonSchemaVersion, JsonString(ToolVersion()),
       c.seed ? absl::StrFormat("%d", *c.seed) : std::string("null"), o.min_bytes, o.max_bytes,
-      o.factor, JsonString(o.collective), JsonString(c.backend), JsonString(c.device), JsonString(c.topology), c.ranks,
-      JsonString(DTypeName(o.dtype)), JsonString(WireModeName(o.wire)), o.pieces, o.iters, o.warmup,
-      o.check ? "true" : "false", o.graph ? "true" : "false");
+      o.factor, JsonString(o.collective), JsonString(c.backend), JsonString(c.device),
+      JsonString(c.topology), c.ranks, JsonString(DTypeName(o.dtype)),
+      JsonString(WireModeName(o.wire)), o.pieces, o.iters, o.warmup, o.check ? "true" : "false",
+      o.graph ? "true" : "false");
   for (size_t i = 0; i < rows.size(); ++i) {
     const SweepRow& r = rows[i];
     j += absl::StrFormat(

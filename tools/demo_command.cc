@@ -78,8 +78,8 @@ int RunDemoCommand(const DemoCommand& c) {
   const long double workspace =
       ring ? static_cast<long double>(DmaAllReduce::WorkspaceBytesPerRank(world, opts)) : 0.0L;
   const long double need =
-      static_cast<long double>(world) * (2.0L * largest * DTypeBytes(*dtype) + workspace +
-                                         largest * (8.0L + 2 * DTypeBytes(*dtype)));
+      static_cast<long double>(world) *
+      (2.0L * largest * DTypeBytes(*dtype) + workspace + largest * (8.0L + 2 * DTypeBytes(*dtype)));
   if (const uint64_t limit = AvailableMemoryBytes(); need > static_cast<long double>(limit)) {
     return fail(absl::ResourceExhaustedError(absl::StrFormat(
         "the largest size (-e %s) needs about %s of memory, more than the %s available; use a "
@@ -147,8 +147,7 @@ int RunDemoCommand(const DemoCommand& c) {
       // failure, not bad input to the demo.
       if (ring || IsRejectedArguments(outs.status())) return fail(outs.status());
       progress.Clear();
-      std::printf("%12llu the all-reduce failed: %s\n",
-                  static_cast<unsigned long long>(n * esize),
+      std::printf("%12llu the all-reduce failed: %s\n", static_cast<unsigned long long>(n * esize),
                   std::string(outs.status().message()).c_str());
       failed = true;
       break;

@@ -175,8 +175,7 @@ int RunSweepCommand(const SweepCommand& c, const SweepNcclJsonOption& nccl) {
   };
   absl::StatusOr<std::vector<SweepRow>> rows = RunSweep(*device, clock, *options, observer);
   progress.Clear();
-  if (!rows.ok() && options->collective != kRingCollective &&
-      !IsRejectedArguments(rows.status())) {
+  if (!rows.ok() && options->collective != kRingCollective && !IsRejectedArguments(rows.status())) {
     // A plugin that breaks while it runs is the collective failing a check, not bad input.
     std::printf("# the all-reduce failed: %s\n# status=FAIL\n",
                 std::string(rows.status().message()).c_str());

@@ -1,6 +1,5 @@
 #include "common/scenario/scenario_loader.h"
 
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"

@@ -139,8 +139,7 @@ absl::Status CheckOneDocument(const std::string& yaml, const YamlFields& f, std:
                      "YAML syntax");
   }
   return f.ErrorAt({f.file(), marks.first.line + 1, marks.first.column + 1}, kDocument,
-                   "a second YAML document",
-                   absl::StrFormat("one document per %s file", kind));
+                   "a second YAML document", absl::StrFormat("one document per %s file", kind));
 }
 
 }  // namespace
