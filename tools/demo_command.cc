@@ -127,6 +127,8 @@ int RunDemoCommand(const DemoCommand& c) {
                     DescribeByteSize(sizes[index]));
     const int64_t n = static_cast<int64_t>(sizes[index] / esize / (world * 8) * (world * 8));
     if (n == 0) continue;
+    // Names the size in findings ("freed by 'demo, 16384 B'").
+    dev.SetContext(absl::StrFormat("demo, %d B", n * esize));
     std::vector<TensorView> inputs;
     std::vector<std::vector<int64_t>> ints(world, std::vector<int64_t>(n));
     for (int r = 0; r < world; ++r) {
