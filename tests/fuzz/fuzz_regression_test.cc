@@ -1,6 +1,11 @@
 // Inputs the fuzzers found (tests/fuzz/*_fuzzer.cc), each with the behaviour the fix promises,
 // and the decoder's own guarantees.
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
+#include <vector>
 
 #include "common/scenario/replay.h"
 #include "common/scenario/scenario_loader.h"
@@ -94,6 +99,48 @@ TEST(FuzzRegressionTest, AFailedFreeAtTheEndNamesTheTensor) {
   EXPECT_EQ(f.storage[0].tensor, "z");
   EXPECT_EQ(f.detail.rfind("freeing 'z' (made by all_reduce at t.yaml:6:5) failed", 0), 0u)
       << f.detail;
+}
+
+// The committed corpora (seeds, regression inputs and the campaign's minimised corpus) as a
+// regression suite without libFuzzer: every loader input loads or is a located error of this
+// file, and every replay input replays (findings allowed) or is refused as bad input.
+std::vector<std::string> CorpusFiles(const std::string& dir) {
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.is_regular_file()) files.push_back(entry.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+std::string ReadBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+TEST(FuzzCorpusTest, EveryLoaderInputLoadsOrIsALocatedError) {
+  const std::vector<std::string> files = CorpusFiles("tests/fuzz/corpus_loader");
+  ASSERT_GE(files.size(), 30u);
+  for (const std::string& file : files) {
+    absl::StatusOr<Scenario> s = ParseScenario(ReadBytes(file), "fuzz.yaml");
+    if (s.ok()) continue;
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument) << file;
+    EXPECT_EQ(s.status().message().rfind("fuzz.yaml:", 0), 0u) << file << ": " << s.status();
+  }
+}
+
+TEST(FuzzCorpusTest, EveryReplayInputRunsOrIsRefused) {
+  const std::vector<std::string> files = CorpusFiles("tests/fuzz/corpus_replay");
+  ASSERT_GE(files.size(), 30u);
+  int ran = 0;
+  for (const std::string& file : files) {
+    const std::string bytes = ReadBytes(file);
+    const FuzzScenario fs =
+        DecodeFuzzScenario(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+    ran += ReplayFuzzScenario(fs) >= 0;
+  }
+  // Most inputs decode to scenarios that run; a corpus of only refusals would test nothing.
+  EXPECT_GT(ran, static_cast<int>(files.size()) / 2);
 }
 
 }  // namespace
