@@ -122,8 +122,9 @@ class DocumentMarks : public YAML::EventHandler {
 // Checks that `yaml` is at most one document before any node is built. yaml-cpp 0.7 does not
 // end on some invalid input (a ',' where a node should start): it reports an empty document
 // there without reading the ',', again and again, and YAML::LoadAll would collect such
-// documents until memory runs out. A document that starts where the one before it started is
-// that loop, and is reported as invalid YAML at that place.
+// documents until memory runs out (jbeder/yaml-cpp#1040; fixed upstream by #1319, after
+// 0.8.0). A document that starts where the one before it started is that loop, and is reported
+// as invalid YAML at that place.
 absl::Status CheckOneDocument(const std::string& yaml, const YamlFields& f, std::string_view kind) {
   std::istringstream in(yaml);
   YAML::Parser parser(in);
