@@ -294,7 +294,7 @@ absl::StatusOr<Topology> ParseTopology(std::string_view text, std::string_view f
   try {
     return ParseDocument(f, doc);
   } catch (const YAML::Exception& e) {  // not expected once the graph is checked; never a crash
-    return f.ErrorAt({f.file(), e.mark.line + 1, e.mark.column + 1}, "(document)",
+    return f.ErrorAt({f.file(), e.mark.line + 1, e.mark.column + 1}, kDocumentPath,
                      absl::StrFormat("a YAML node it cannot read (%s)", e.msg),
                      "a topology as scenarios/topologies/README.md describes");
   }

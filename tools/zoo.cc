@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -14,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/core/json_writer.h"
+#include "common/core/status_macros.h"
 #include "common/plugin/open_collective.h"
 #include "common/ring/dma_all_reduce.h"
 #include "common/scenario/replay.h"
@@ -154,6 +156,27 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// The collective under test with no fault, on one scenario over seeds 1..seeds: `run(seed)` gives
+// the checkers of one run (any is a failing run); `ran` follows every run.
+absl::Status RunCleanRow(int seeds,
+                         const std::function<absl::StatusOr<std::set<std::string>>(int)>& run,
+                         const std::function<void()>& ran, ZooCleanRow& row) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int seed = 1; seed <= seeds; ++seed) {
+    absl::StatusOr<std::set<std::string>> found = run(seed);
+    if (!found.ok()) return found.status();
+    ++row.seeds_run;
+    ran();
+    if (found->empty()) continue;
+    if (row.failing_runs++ == 0) {
+      row.first_failing_seed = seed;
+      row.checkers = absl::StrJoin(*found, ",");
+    }
+  }
+  row.seconds = SecondsSince(start);
+  return absl::OkStatus();
+}
+
 // `dmalab zoo --collective=PLUGIN`: the plugin over every zoo scenario and every example
 // plugin's scenario, no fault injected; a failing run is a finding of the plugin.
 absl::StatusOr<ZooReport> RunPluginZoo(const ZooOptions& options) {
@@ -163,8 +186,11 @@ absl::StatusOr<ZooReport> RunPluginZoo(const ZooOptions& options) {
   ZooReport report;
   const int64_t total = static_cast<int64_t>(files.size()) * options.seeds;
   int64_t done = 0;
+  const auto ran = [&] {
+    ++done;
+    if (options.progress) options.progress(done, total);
+  };
   for (const std::string& file : files) {
-    const auto scenario_start = std::chrono::steady_clock::now();
     ZooCleanRow row;
     row.scenario = file;
     std::optional<Scenario> scenario;
@@ -176,24 +202,16 @@ absl::StatusOr<ZooReport> RunPluginZoo(const ZooOptions& options) {
         row.skipped = absl::StrFormat("wire %s is the ring's option", WireModeName(scenario->wire));
       }
     }
-    for (int seed = 1; seed <= options.seeds && row.skipped.empty(); ++seed) {
-      absl::StatusOr<std::set<std::string>> found =
-          scenario ? RunPlugin(*scenario, options.collective, seed, options.fidelity)
-                   : RunInPlaceThenAdd(options.collective, FaultSet(), seed, options.fidelity);
-      if (!found.ok()) return found.status();
-      ++row.seeds_run;
-      if (options.progress) options.progress(++done, total);
-      if (found->empty()) continue;
-      if (row.failing_runs++ == 0) {
-        row.first_failing_seed = seed;
-        row.checkers = absl::StrJoin(*found, ",");
-      }
-    }
-    if (!row.skipped.empty()) {
+    if (row.skipped.empty()) {
+      const auto run = [&](int seed) {
+        return scenario ? RunPlugin(*scenario, options.collective, seed, options.fidelity)
+                        : RunInPlaceThenAdd(options.collective, FaultSet(), seed, options.fidelity);
+      };
+      DMALAB_RETURN_IF_ERROR(RunCleanRow(options.seeds, run, ran, row));
+    } else {
       done += options.seeds;
       if (options.progress) options.progress(done, total);
     }
-    row.seconds = SecondsSince(scenario_start);
     report.clean.push_back(row);
   }
   report.seconds = SecondsSince(start);
@@ -261,19 +279,13 @@ absl::StatusOr<ZooReport> RunZoo(const ZooOptions& options) {
     }
   }
   for (const std::string& file : ZooScenarios()) {
-    const auto scenario_start = std::chrono::steady_clock::now();
     ZooCleanRow row;
     row.scenario = file;
-    for (int seed = 1; seed <= options.seeds; ++seed) {
-      absl::StatusOr<std::set<std::string>> found =
-          RunCase(scenarios, file, FaultSet(), seed, options.fidelity);
-      if (!found.ok()) return found.status();
-      ++row.seeds_run;
-      ran(1);
-      if (found->empty()) continue;
-      if (row.failing_runs++ == 0) row.first_failing_seed = seed;
-    }
-    row.seconds = SecondsSince(scenario_start);
+    const auto run = [&](int seed) {
+      return RunCase(scenarios, file, FaultSet(), seed, options.fidelity);
+    };
+    DMALAB_RETURN_IF_ERROR(RunCleanRow(
+        options.seeds, run, [&] { ran(1); }, row));
     report.clean.push_back(row);
   }
   if (!options.plugins_dir.empty()) {

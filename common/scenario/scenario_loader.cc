@@ -13,7 +13,6 @@ namespace dmalab {
 namespace {
 
 constexpr int64_t kMaxElems = int64_t{1} << 40;
-constexpr char kDocument[] = "(document)";
 
 constexpr char kStepKinds[] =
     "fill, all_reduce, retain, unretain, release, free, add, expect_unchanged, expect_equal, "
@@ -512,7 +511,7 @@ absl::StatusOr<Scenario> ParseScenario(std::string_view yaml, std::string_view f
     return scenario;
   } catch (const YAML::Exception& e) {  // not expected once the graph is checked; never a crash
     const SourceLoc loc{std::string(file_name), e.mark.line + 1, e.mark.column + 1};
-    return f.ErrorAt(loc, kDocument, absl::StrFormat("a YAML node it cannot read (%s)", e.msg),
+    return f.ErrorAt(loc, kDocumentPath, absl::StrFormat("a YAML node it cannot read (%s)", e.msg),
                      "a scenario as scenarios/README.md describes");
   }
 }

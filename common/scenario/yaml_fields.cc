@@ -25,8 +25,6 @@ std::string_view NumberAllowed(YamlFields::Bound bound) {
   return bound == YamlFields::Bound::kPositive ? "a number > 0" : "a number >= 0";
 }
 
-constexpr char kDocument[] = "(document)";
-
 // Checks the node graph before it is read: an alias makes a node appear again wherever it is
 // used, so a small file can stand for a graph that is exponentially large (nested aliases) or
 // infinite (an alias inside the node it names). Walks the graph as the loader will, counting
@@ -37,9 +35,10 @@ class GraphCheck {
   explicit GraphCheck(const YamlFields& f) : f_(f) {}
 
   absl::Status Walk(const YAML::Node& node, const std::string& path) {
+    const std::string_view at = path.empty() ? kDocumentPath : path;  // as errors name it
     if (++nodes_ > kMaxYamlNodes) {
       return f_.Error(
-          node, path.empty() ? kDocument : path,
+          node, at,
           absl::StrFormat("more than %d YAML nodes once aliases are expanded", kMaxYamlNodes),
           absl::StrFormat("at most %d (every use of an alias counts its anchor's "
                           "nodes again)",
@@ -47,13 +46,13 @@ class GraphCheck {
     }
     if (!node.IsMap() && !node.IsSequence()) return absl::OkStatus();
     if (static_cast<int>(open_.size()) >= kMaxYamlDepth) {
-      return f_.Error(node, path.empty() ? kDocument : path,
+      return f_.Error(node, at,
                       absl::StrFormat("lists and maps nested more than %d deep", kMaxYamlDepth),
                       absl::StrFormat("at most %d levels of nesting", kMaxYamlDepth));
     }
     for (const YAML::Node& open : open_) {
       if (open.is(node)) {
-        return f_.Error(open_.back(), path.empty() ? kDocument : path,
+        return f_.Error(open_.back(), at,
                         "an alias to a list or map that contains the alias (a cycle)",
                         "aliases to nodes outside themselves");
       }
@@ -68,8 +67,8 @@ class GraphCheck {
         const YAML::Node key = it->first;
         const YAML::Node value = it->second;
         if (!key.IsScalar()) {
-          return f_.Error(key, path.empty() ? kDocument : path,
-                          absl::StrCat("a key that is ", f_.Describe(key)), "scalar keys only");
+          return f_.Error(key, at, absl::StrCat("a key that is ", f_.Describe(key)),
+                          "scalar keys only");
         }
         DMALAB_RETURN_IF_ERROR(Walk(value, FieldPath(path, key.Scalar())));
       }
@@ -135,11 +134,11 @@ absl::Status CheckOneDocument(const std::string& yaml, const YamlFields& f, std:
   if (marks.start.pos == first_start.pos) {
     const size_t pos = static_cast<size_t>(std::max(marks.start.pos, 0));
     const std::string text = pos < yaml.size() ? EscapeText(yaml.substr(pos, 1)) : "the end";
-    return f.ErrorAt({f.file(), marks.start.line + 1, marks.start.column + 1}, kDocument,
+    return f.ErrorAt({f.file(), marks.start.line + 1, marks.start.column + 1}, kDocumentPath,
                      absl::StrFormat("invalid YAML ('%s' where a node should start)", text),
                      "YAML syntax");
   }
-  return f.ErrorAt({f.file(), marks.first.line + 1, marks.first.column + 1}, kDocument,
+  return f.ErrorAt({f.file(), marks.first.line + 1, marks.first.column + 1}, kDocumentPath,
                    "a second YAML document", absl::StrFormat("one document per %s file", kind));
 }
 
@@ -149,7 +148,7 @@ absl::StatusOr<YAML::Node> YamlFields::ParseOneDocument(std::string_view text,
                                                         std::string_view kind) const {
   const SourceLoc start{file_, 1, 1};
   if (text.size() > kMaxYamlFileBytes) {
-    return ErrorAt(start, kDocument, absl::StrFormat("%d bytes", text.size()),
+    return ErrorAt(start, kDocumentPath, absl::StrFormat("%d bytes", text.size()),
                    absl::StrFormat("a %s of at most %d bytes", kind, kMaxYamlFileBytes));
   }
   const std::string yaml(text);
@@ -159,18 +158,18 @@ absl::StatusOr<YAML::Node> YamlFields::ParseOneDocument(std::string_view text,
     root = YAML::Load(yaml);
   } catch (const YAML::DeepRecursion& e) {
     const SourceLoc loc{file_, e.mark.line + 1, e.mark.column + 1};
-    return ErrorAt(loc, kDocument,
+    return ErrorAt(loc, kDocumentPath,
                    absl::StrFormat("lists and maps nested more than %d deep", kMaxYamlDepth),
                    absl::StrFormat("at most %d levels of nesting", kMaxYamlDepth));
   } catch (const YAML::ParserException& e) {
     const SourceLoc loc{file_, e.mark.line + 1, e.mark.column + 1};
-    return ErrorAt(loc, kDocument, absl::StrFormat("invalid YAML (%s)", e.msg), "YAML syntax");
+    return ErrorAt(loc, kDocumentPath, absl::StrFormat("invalid YAML (%s)", e.msg), "YAML syntax");
   }
   try {
     DMALAB_RETURN_IF_ERROR(GraphCheck(*this).Walk(root, ""));
   } catch (const YAML::Exception& e) {  // not expected; never a crash
     const SourceLoc loc{file_, e.mark.line + 1, e.mark.column + 1};
-    return ErrorAt(loc, kDocument, absl::StrFormat("a YAML node it cannot read (%s)", e.msg),
+    return ErrorAt(loc, kDocumentPath, absl::StrFormat("a YAML node it cannot read (%s)", e.msg),
                    "YAML syntax");
   }
   return root;
@@ -330,7 +329,7 @@ absl::Status YamlFields::CheckMap(const YAML::Node& node, std::string_view path,
     absl::StrAppend(&names, names.empty() ? "" : ", ", std::string(a));
   const std::string allowed_text = absl::StrFormat("a map with fields %s", names);
   // Errors about the map itself name the root, whose path is empty, "(document)".
-  const std::string_view map_path = path.empty() ? "(document)" : path;
+  const std::string_view map_path = path.empty() ? kDocumentPath : path;
   if (!node.IsMap()) return Error(node, map_path, Describe(node), allowed_text);
   std::map<std::string, SourceLoc> seen;
   for (auto it = node.begin(); it != node.end(); ++it) {

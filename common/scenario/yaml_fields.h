@@ -33,6 +33,9 @@
 
 namespace dmalab {
 
+// The path errors name for the document as a whole (its syntax, its size, a second document).
+inline constexpr char kDocumentPath[] = "(document)";
+
 class YamlFields {
  public:
   // `file` names the document in errors.
