@@ -35,7 +35,9 @@ class GraphCheck {
   explicit GraphCheck(const YamlFields& f) : f_(f) {}
 
   absl::Status Walk(const YAML::Node& node, const std::string& path) {
-    const std::string_view at = path.empty() ? kDocumentPath : path;  // as errors name it
+    // As errors name it (both sides views: a std::string result would be a dangling temporary).
+    const std::string_view at =
+        path.empty() ? std::string_view(kDocumentPath) : std::string_view(path);
     if (++nodes_ > kMaxYamlNodes) {
       return f_.Error(
           node, at,
