@@ -5,7 +5,9 @@
 #include <memory>
 #include <utility>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_format.h"
+#include "common/core/byte_size.h"
 #include "common/core/collective.h"
 #include "common/plugin/open_collective.h"
 #include "common/ring/dma_all_reduce.h"
@@ -20,6 +22,19 @@ namespace {
 // every sum is exact in every dtype and the expected value is a table lookup.
 constexpr int64_t kPeriod = 17;
 int64_t InputValue(int rank, int64_t i) { return (i * 7 + rank * 13) % kPeriod - 8; }
+
+// The payload that marks a status as the collective's failure (IsCollectiveFailure).
+constexpr char kCollectiveFailureUrl[] = "dmalab.measure.sweep/collective_failure";
+
+// `s` (not OK), from the collective's call or from the device while it ran, as the collective's
+// failure at `bytes` in `phase`: the message names both; the code is kept.
+absl::Status CollectiveFailure(const absl::Status& s, uint64_t bytes, std::string_view phase) {
+  absl::Status marked(s.code(), absl::StrFormat("the all-reduce of %s (%s) failed: %s",
+                                                DescribeByteSize(bytes), phase, s.message()));
+  marked.SetPayload(kCollectiveFailureUrl,
+                    absl::Cord(absl::string_view(phase.data(), phase.size())));
+  return marked;
+}
 
 // Per-rank buffers sized for the largest tensor; every size uses their prefixes.
 struct SweepBuffers {
@@ -81,8 +96,9 @@ absl::Status Check(Device& device, Collective& ar, absl::Span<const TensorView> 
                    absl::Span<const TensorView> outs, WireMode wire, SweepTiming& timing) {
   const int world = device.world_size();
   if (absl::Status s = WriteInputs(device, ins, /*zeros=*/false); !s.ok()) return s;
-  if (absl::Status s = ar.AllReduce(ins, outs); !s.ok()) return s;
-  if (absl::Status s = device.Synchronize(); !s.ok()) return s;
+  absl::Status call = ar.AllReduce(ins, outs);
+  if (call.ok()) call = device.Synchronize();
+  if (!call.ok()) return CollectiveFailure(call, outs[0].bytes(), "check");
   float expected[kPeriod];
   for (int64_t k = 0; k < kPeriod; ++k) {
     int64_t sum = 0;
@@ -202,22 +218,24 @@ absl::StatusOr<std::vector<SweepRow>> RunSweep(Device& device, const DeviceClock
     const std::vector<TensorView> outs = ContiguousViews(buffers->output, o.dtype, row.count);
     const std::vector<TensorView> in_place = ContiguousViews(buffers->in_place, o.dtype, row.count);
     const auto measure = [&](absl::Span<const TensorView> in, absl::Span<const TensorView> out,
-                             SweepTiming& t) -> absl::Status {
+                             std::string_view phase, SweepTiming& t) -> absl::Status {
+      // Everything TimePerCallUs does is the collective's: its calls and the synchronizes that
+      // wait for them.
       absl::StatusOr<double> us = TimePerCallUs(device, clock, o.warmup, o.iters,
                                                 [&] { return (*ar)->AllReduce(in, out); });
-      if (!us.ok()) return us.status();
+      if (!us.ok()) return CollectiveFailure(us.status(), row.bytes, phase);
       t.time_us = *us;
       t.algbw_gbps = static_cast<double>(row.bytes) / (*us * 1e3);
       t.busbw_gbps = AllReduceBusGbps(row.bytes, world, *us);
       return absl::OkStatus();
     };
     progress(index, row.bytes, "out-of-place");
-    status = measure(ins, outs, row.out_of_place);
+    status = measure(ins, outs, "out of place", row.out_of_place);
     if (!status.ok()) break;
     progress(index, row.bytes, "in-place");
     // A check of the previous size left sums in the in-place buffer: time zeros again.
     status = WriteInputs(device, in_place, /*zeros=*/true);
-    if (status.ok()) status = measure(in_place, in_place, row.in_place);
+    if (status.ok()) status = measure(in_place, in_place, "in place", row.in_place);
     if (!status.ok()) break;
     progress(index, row.bytes, "speed of light");
     // The ring's plan at this size, the speed of light's copies (for a plugin too: a reference).
@@ -253,6 +271,10 @@ absl::StatusOr<std::vector<SweepRow>> RunSweep(Device& device, const DeviceClock
   FreeBuffers(device, *buffers);
   if (!status.ok()) return status;
   return rows;
+}
+
+bool IsCollectiveFailure(const absl::Status& status) {
+  return status.GetPayload(kCollectiveFailureUrl).has_value();
 }
 
 }  // namespace dmalab

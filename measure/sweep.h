@@ -77,10 +77,17 @@ struct SweepObserver {
 
 // Runs the sweep on `device`, timing with `clock` (TimePerCallUs). Time inputs are zeros (any
 // finite values time the same and an in-place loop stays finite); the check rewrites small
-// integers per rank, runs one call and reads every rank back.
+// integers per rank, runs one call and reads every rank back. An error of the collective's own
+// calls, or of the device while they ran, stops the sweep and is marked (IsCollectiveFailure),
+// its message naming the size and the phase; every other error (options, allocation, the speed
+// of light, reading results back) is not.
 absl::StatusOr<std::vector<SweepRow>> RunSweep(Device& device, const DeviceClock& clock,
                                                const SweepOptions& options,
                                                const SweepObserver& observer = {});
+
+// Whether a RunSweep error is the collective failing while it ran (dmalab sweep: a failed check,
+// exit 1, unless the call rejected its arguments) rather than the sweep unable to run (exit 2).
+bool IsCollectiveFailure(const absl::Status& status);
 
 }  // namespace dmalab
 

@@ -144,17 +144,18 @@ int RunDemoCommand(const DemoCommand& c) {
     }
     const auto start = std::chrono::steady_clock::now();
     absl::StatusOr<std::vector<TensorView>> outs = (*ar)->AllReduce(inputs);
-    if (!outs.ok()) {
-      // A plugin that refuses valid arguments or breaks while running is the collective's
-      // failure, not bad input to the demo.
-      if (ring || IsRejectedArguments(outs.status())) return fail(outs.status());
+    // The call, or the device while it ran (the synchronize), failing is the collective's
+    // failure (exit 1), the ring's as a plugin's; a call refusing its arguments is bad input.
+    absl::Status ran = outs.status();
+    if (ran.ok()) ran = dev.Synchronize();
+    if (!ran.ok()) {
+      if (IsRejectedArguments(ran)) return fail(ran);
       progress.Clear();
       std::printf("%12llu the all-reduce failed: %s\n", static_cast<unsigned long long>(n * esize),
-                  std::string(outs.status().message()).c_str());
+                  std::string(ran.message()).c_str());
       failed = true;
       break;
     }
-    if (absl::Status s = dev.Synchronize(); !s.ok()) return fail(s);
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     int64_t wrong = 0;

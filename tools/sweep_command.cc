@@ -175,10 +175,10 @@ int RunSweepCommand(const SweepCommand& c, const SweepNcclJsonOption& nccl) {
   };
   absl::StatusOr<std::vector<SweepRow>> rows = RunSweep(*device, clock, *options, observer);
   progress.Clear();
-  if (!rows.ok() && options->collective != kRingCollective && !IsRejectedArguments(rows.status())) {
-    // A plugin that breaks while it runs is the collective failing a check, not bad input.
-    std::printf("# the all-reduce failed: %s\n# status=FAIL\n",
-                std::string(rows.status().message()).c_str());
+  if (!rows.ok() && IsCollectiveFailure(rows.status()) && !IsRejectedArguments(rows.status())) {
+    // The ring or a plugin breaking while it runs is the collective failing a check, not bad
+    // input; a call that rejects the sweep's arguments is (as in replay).
+    std::printf("# %s\n# status=FAIL\n", std::string(rows.status().message()).c_str());
     return 1;
   }
   if (!rows.ok()) return Fail(rows.status());

@@ -96,6 +96,14 @@ expect_exit 0 "" -- sweep --collective="$examples/fresh_output.so" --backend=sim
 grep -q "^# dmalab sweep: collective $examples/fresh_output.so, backend sim" "$tmp/out.txt" || fail "sweep plugin header: $(head -2 "$tmp/out.txt")"
 grep -q '^# status=PASS$' "$tmp/out.txt" || fail "sweep fresh_output: $(tail -3 "$tmp/out.txt")"
 expect_exit 2 "-G replays the ring's own captured graphs" -- sweep --collective="$examples/fresh_output.so" --backend=sim --topology="$topology" --ranks=2 -b 64K -e 256K -G 1
+# A plugin that breaks while the sweep runs it fails a check (exit 1, after the rows it finished);
+# one that refuses the sweep's arguments or cannot be created is bad input (exit 2).
+abi="$(dirname "$dmalab")/../tests/plugins"
+expect_exit 1 "" -- sweep --collective="$abi/abi_frees_input.so" --backend=sim --topology="$topology" --ranks=2 -b 64K -e 256K -n 2 -w 1
+grep -q "^# the all-reduce of 64 KiB (out of place) failed: plugin 'abi_case' broke the ABI's ownership rule" "$tmp/out.txt" || fail "sweep frees_input: $(tail -3 "$tmp/out.txt")"
+grep -q '^# status=FAIL$' "$tmp/out.txt" || fail "sweep frees_input status: $(tail -3 "$tmp/out.txt")"
+expect_exit 2 "dmalab sweep: the all-reduce of 64 KiB (out of place) failed: plugin 'abi_case' failed all_reduce call 1 (explicit form): dtype 0 (bf16) is not supported" -- sweep --collective="$abi/abi_all_reduce_fails.so" --backend=sim --topology="$topology" --ranks=2 -b 64K -e 256K -n 2 -w 1
+expect_exit 2 "no device memory for the 2 GiB workspace" -- sweep --collective="$abi/abi_create_fails.so" --backend=sim --topology="$topology" --ranks=2 -b 64K -e 256K -n 2 -w 1
 expect_exit 0 "" -- zoo --collective="$examples/fresh_output.so" --seeds=2 --quiet
 grep -q 'status=PASS$' "$tmp/out.txt" || fail "zoo fresh_output: $(tail -3 "$tmp/out.txt")"
 grep -q '^tests/zoo/owner_keeps_prequant_i8_tp4.yaml *skipped: wire i8 is the ring' "$tmp/out.txt" || fail "zoo fresh_output i8 row: $(cat "$tmp/out.txt")"

@@ -9,6 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "common/ring/ring_planner.h"
 #include "gtest/gtest.h"
+#include "measure/host_cost.h"
 #include "measure/speed_of_light.h"
 #include "measure/sweep_report.h"
 #include "sim/sim_device.h"
@@ -102,6 +103,51 @@ TEST_F(SweepTest, WithoutTheCheckNothingIsCounted) {
   ASSERT_TRUE(rows.ok()) << rows.status();
   EXPECT_FALSE(rows->front().out_of_place.wrong.has_value());
   EXPECT_FALSE(rows->front().in_place.wrong.has_value());
+}
+
+// Forwards to the simulator, breaking one way: once the ring has enqueued a reduce kernel, every
+// Synchronize reports the device lost (as a GPU's sticky error would); or every Read fails.
+class BreakingDevice : public HostCostDevice {
+ public:
+  enum class Break { kSynchronizeAfterAReduce, kRead };
+  BreakingDevice(Device& inner, DeviceClock clock, Break how)
+      : HostCostDevice(inner, std::move(clock)), how_(how) {}
+  absl::Status Reduce(StreamId stream, DType dtype, const Operand& dst,
+                      absl::Span<const Operand> terms, int64_t elems,
+                      std::string_view label) override {
+    reduced_ = true;
+    return HostCostDevice::Reduce(stream, dtype, dst, terms, elems, label);
+  }
+  absl::Status Synchronize() override {
+    if (how_ == Break::kSynchronizeAfterAReduce && reduced_) {
+      return absl::InternalError("device lost");
+    }
+    return HostCostDevice::Synchronize();
+  }
+  absl::Status Read(const MemRef& src, absl::Span<uint8_t> bytes) override {
+    if (how_ == Break::kRead) return absl::UnavailableError("read failed");
+    return HostCostDevice::Read(src, bytes);
+  }
+
+ private:
+  Break how_;
+  bool reduced_ = false;
+};
+
+// A device error while the ring runs is the collective's failure (dmalab sweep: exit 1), named
+// with the size and the phase; an error of the sweep's own reading back is not (exit 2).
+TEST_F(SweepTest, ADeviceErrorWhileTheRingRunsIsMarkedTheCollectivesFailure) {
+  BreakingDevice lost(device_, Clock(), BreakingDevice::Break::kSynchronizeAfterAReduce);
+  absl::StatusOr<std::vector<SweepRow>> rows = RunSweep(lost, Clock(), Small());
+  EXPECT_EQ(rows.status().code(), absl::StatusCode::kInternal);
+  EXPECT_TRUE(IsCollectiveFailure(rows.status()));
+  EXPECT_EQ(rows.status().message(), "the all-reduce of 64 KiB (out of place) failed: device lost");
+
+  BreakingDevice unreadable(device_, Clock(), BreakingDevice::Break::kRead);
+  rows = RunSweep(unreadable, Clock(), Small());
+  EXPECT_EQ(rows.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_FALSE(IsCollectiveFailure(rows.status()));
+  EXPECT_EQ(rows.status().message(), "read failed");
 }
 
 TEST_F(SweepTest, SpeedOfLightIsAtMostTheRingTime) {

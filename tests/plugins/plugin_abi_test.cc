@@ -15,6 +15,8 @@
 #include "common/scenario/scenario_loader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "measure/device_timer.h"
+#include "measure/sweep.h"
 #include "sim/sim_device.h"
 
 namespace dmalab {
@@ -188,6 +190,48 @@ TEST(PluginAbiTest, FreeingMemoryThePluginDoesNotOwnIsACollectiveErrorFinding) {
                                       "does not own it \\(it frees only allocations it made and "
                                       "has not handed over as default-form results\\)$"));
   EXPECT_TRUE(r->all_reduces.empty());
+}
+
+// dmalab sweep over a plugin: a failure while the collective runs is marked as the collective's
+// (exit status 1 unless the call refused its arguments), naming the size and the phase; a plugin
+// that cannot be created is the sweep unable to run (exit status 2), unmarked.
+absl::Status SweepWith(const std::string& path) {
+  SimDevice device(2, 1);
+  SweepOptions o;
+  o.min_bytes = 64 << 10;
+  o.max_bytes = 128 << 10;
+  o.iters = 1;
+  o.warmup = 1;
+  o.collective = path;
+  return RunSweep(device, WallClock(), o).status();
+}
+
+TEST(PluginAbiTest, ASweepMarksABrokenCallAsTheCollectivesFailureAtItsSizeAndPhase) {
+  const absl::Status s = SweepWith(Case("frees_input"));
+  EXPECT_EQ(s.code(), absl::StatusCode::kAborted);
+  EXPECT_TRUE(IsCollectiveFailure(s));
+  EXPECT_FALSE(IsRejectedArguments(s));
+  EXPECT_THAT(std::string(s.message()),
+              StartsWith("the all-reduce of 64 KiB (out of place) failed: plugin "
+                         "'abi_case' broke the ABI's ownership rule in all_reduce "
+                         "call 1 (explicit form): free of rank 0 address 0x"));
+}
+
+TEST(PluginAbiTest, ASweepKeepsARefusedCallRejectedArguments) {
+  const absl::Status s = SweepWith(Case("all_reduce_fails"));
+  EXPECT_TRUE(IsCollectiveFailure(s));
+  EXPECT_TRUE(IsRejectedArguments(s));
+  EXPECT_EQ(s.message(),
+            "the all-reduce of 64 KiB (out of place) failed: plugin 'abi_case' failed all_reduce "
+            "call 1 (explicit form): dtype 0 (bf16) is not supported; this all-reduce takes fp32 "
+            "only");
+}
+
+TEST(PluginAbiTest, ASweepWhosePluginCannotBeCreatedIsNotTheCollectivesFailure) {
+  const absl::Status s = SweepWith(Case("create_fails"));
+  EXPECT_FALSE(s.ok());
+  EXPECT_FALSE(IsCollectiveFailure(s));
+  EXPECT_FALSE(IsCollectiveFailure(SweepWith(Case("no_entry"))));
 }
 
 }  // namespace
