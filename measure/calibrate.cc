@@ -93,6 +93,46 @@ absl::Status MeasureCopies(Device& device, const DeviceClock& clock, const Calib
   return absl::OkStatus();
 }
 
+// Requantizing adds on ranks 0..c-1's compute streams at once, each in its own buffers, for every
+// c of plan.concurrency and every reduce size: what codec kernels of virtual ranks share.
+absl::Status MeasureCodecConcurrency(Device& device, const DeviceClock& clock,
+                                     const CalibrationPlan& plan, CalibrationMeasurements& m) {
+  const int streams = *std::max_element(plan.concurrency.begin(), plan.concurrency.end());
+  const uint64_t max_bytes = *std::max_element(plan.reduce_bytes.begin(), plan.reduce_bytes.end());
+  Scratch scratch(device);
+  std::vector<MemRef> a, b, c;
+  for (int r = 0; r < streams; ++r) {
+    DMALAB_ASSIGN_OR_RETURN(auto x, scratch.Zeroed(r, max_bytes, "calibrate codec a"));
+    DMALAB_ASSIGN_OR_RETURN(auto y, scratch.Zeroed(r, max_bytes, "calibrate codec b"));
+    DMALAB_ASSIGN_OR_RETURN(auto z, scratch.Zeroed(r, max_bytes, "calibrate codec c"));
+    a.push_back(x);
+    b.push_back(y);
+    c.push_back(z);
+  }
+  for (uint64_t bytes : plan.reduce_bytes) {
+    const int64_t elems = static_cast<int64_t>(bytes / 2);
+    const uint64_t coded = EncodedBytes(Codec::kInt8Block, DType::kBF16, elems);
+    for (int k : plan.concurrency) {
+      absl::StatusOr<double> us = RoundUs(device, clock, plan, RoundsFor(plan, 3 * bytes * k), [&] {
+        for (int r = 0; r < k; ++r) {
+          const Operand terms[] = {{a[r].Slice(0, coded), Codec::kInt8Block},
+                                   {b[r].Slice(0, bytes)}};
+          if (absl::Status s = device.Reduce(device.ComputeStream(r), DType::kBF16,
+                                             Operand{c[r].Slice(0, coded), Codec::kInt8Block},
+                                             terms, elems, "calibrate concurrent requantizing add");
+              !s.ok()) {
+            return s;
+          }
+        }
+        return absl::OkStatus();
+      });
+      if (!us.ok()) return us.status();
+      m.codec_concurrent.push_back(CodecConcurrencySample{bytes, k, *us});
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status MeasureKernels(Device& device, const DeviceClock& clock, const CalibrationPlan& plan,
                             CalibrationMeasurements& m) {
   const uint64_t max_bytes = *std::max_element(plan.reduce_bytes.begin(), plan.reduce_bytes.end());
@@ -127,6 +167,7 @@ absl::Status MeasureKernels(Device& device, const DeviceClock& clock, const Cali
   };
   DMALAB_RETURN_IF_ERROR(measure(reduce, m.reduces));
   DMALAB_RETURN_IF_ERROR(measure(requantizing_add, m.codec_reduces));
+  DMALAB_RETURN_IF_ERROR(MeasureCodecConcurrency(device, clock, plan, m));
   DMALAB_ASSIGN_OR_RETURN(auto kernel_us, EnqueueCostUs(device, clock, plan.enqueue_calls,
                                                         [&] { return reduce(512); }));
   m.kernel_enqueue_us = kernel_us;

@@ -41,6 +41,9 @@ bool CopyIsDeviceBound(const CalibrationMeasurements& m, const CopySample& c) {
 bool ReduceIsDeviceBound(const CalibrationMeasurements& m, const ReduceSample& s) {
   return s.us >= kDeviceBoundFactor * m.kernel_enqueue_us;
 }
+bool CodecRoundIsDeviceBound(const CalibrationMeasurements& m, const CodecConcurrencySample& s) {
+  return s.us >= kDeviceBoundFactor * s.concurrency * m.kernel_enqueue_us;
+}
 
 // A kernel class's `overhead_us + 3 bytes / gbps`, fitted to its device-bound samples.
 struct KernelFit {
@@ -190,6 +193,16 @@ absl::StatusOr<CalibratedRates> FitRates(const CalibrationMeasurements& m) {
   if (!codec_fit.ok()) return codec_fit.status();
   r.codec_overhead_us = codec_fit->overhead_us;
   r.codec_gbps = codec_fit->gbps;
+  for (const CodecConcurrencySample& c : m.codec_concurrent) {
+    if (!(c.us > 0) || c.concurrency < 1) {
+      return Invalid(absl::StrFormat("calibration: codec reduce of %d bytes x%d took %g us",
+                                     c.bytes, c.concurrency, c.us));
+    }
+    if (!CodecRoundIsDeviceBound(m, c)) continue;
+    // Never below one kernel's fitted rate: one kernel alone is not limited by the GPU's share.
+    r.codec_gpu_gbps = std::max({r.codec_gpu_gbps, r.codec_gbps,
+                                 Gbps(3.0 * c.concurrency * static_cast<double>(c.bytes), c.us)});
+  }
   // The model's hop: the signal kernel (overhead) and then the store's latency to the waiter.
   r.flag_latency_us = std::max(0.01, m.flag_hop_us - r.kernel_overhead_us);
   if (absl::Status s = FitHostCosts(m, r); !s.ok()) return s;
@@ -230,6 +243,15 @@ absl::StatusOr<std::string> CalibrationYaml(const CalibrationMeasurements& m, in
   y += KernelTable(m, "reduces", m.reduces, r.kernel_overhead_us, r.reduce_gbps);
   y += KernelTable(m, "codec reduces (traffic: plain-equivalent)", m.codec_reduces,
                    r.codec_overhead_us, r.codec_gbps);
+  if (!m.codec_concurrent.empty()) {
+    y += "# codec reduces at once (one per rank's compute stream):\n"
+         "#    bytes/operand  kernels   us/round  traffic GB/s  fit\n";
+    for (const CodecConcurrencySample& c : m.codec_concurrent) {
+      y += absl::StrFormat("#   %14d  %7d  %9.2f  %12.1f  %3s\n", c.bytes, c.concurrency, c.us,
+                           Gbps(3.0 * c.concurrency * double(c.bytes), c.us),
+                           CodecRoundIsDeviceBound(m, c) ? "yes" : "no");
+    }
+  }
   y += absl::StrFormat(
       "# host enqueue us, alone: copy %.3f, reduce kernel %.3f, event %.3f; flag hop %.3f us\n",
       m.copy_enqueue_us, m.kernel_enqueue_us, m.event_enqueue_us, m.flag_hop_us);
@@ -256,6 +278,7 @@ absl::StatusOr<std::string> CalibrationYaml(const CalibrationMeasurements& m, in
   t.kernel_overhead_us = Significant(r.kernel_overhead_us);
   t.reduce_gbps = Significant(r.reduce_gbps);
   t.codec_gbps = Significant(r.codec_gbps);
+  t.codec_gpu_gbps = Significant(r.codec_gpu_gbps);
   t.flag_latency_us = Significant(r.flag_latency_us);
   t.copy_launch_us = Significant(r.copy_launch_us);
   t.event_us = Significant(r.event_us);
@@ -270,6 +293,9 @@ absl::StatusOr<std::string> CalibrationYaml(const CalibrationMeasurements& m, in
       {"kernel.overhead_us", "fit: a reduce takes overhead_us + traffic / reduce_gbps"},
       {"kernel.reduce_gbps", "(traffic = 2 operands read + 1 written; device-bound)"},
       {"kernel.codec_gbps", "fit: int8 requantizing adds, plain-equivalent traffic"},
+      {"kernel.codec_gpu_gbps",
+       "measured: the best device-bound aggregate of such adds at once,\n"
+       "one per rank's compute stream (at least codec_gbps)"},
       {"flag.latency_us", "measured flag hop minus kernel.overhead_us"},
       {"host.copy_us", "in situ: host time of one Device::Copy enqueue"},
       {"host.event_us", "in situ: host time of one RecordEvent or WaitEvent"},

@@ -27,6 +27,14 @@ struct ReduceSample {
   double us = 0;  // per kernel, back to back
 };
 
+// `concurrency` int8-block requantizing adds of `bytes` per operand (plain size), one on each of
+// as many ranks' compute streams of one GPU, started together.
+struct CodecConcurrencySample {
+  uint64_t bytes = 0;
+  int concurrency = 1;
+  double us = 0;  // time until all of them are done (per round, averaged)
+};
+
 // Eager all-reduces of `bytes` per rank (bf16, native wire, out of place, as `dmalab sweep` runs
 // them) enqueued through HostCostDevice: the host calls they make and their cost in situ.
 struct HostCostSample {
@@ -52,6 +60,8 @@ struct CalibrationMeasurements {
   // Int8-block requantizing adds, i8 a + bf16 b -> i8 c (the i8_ring's hop kernel); `bytes` is
   // one operand's plain size (elements x 2), so the plain-equivalent traffic is 3 x bytes.
   std::vector<ReduceSample> codec_reduces;
+  // The same kernels, several at once on one GPU (as virtual ranks run them): what they share.
+  std::vector<CodecConcurrencySample> codec_concurrent;
   // Host time of one call in a loop of that call alone; they also tell which samples above are
   // device-bound (FitRates).
   double copy_enqueue_us = 0;    // Device::Copy
@@ -83,6 +93,9 @@ struct CalibratedRates {
   // (and that fit's intercept, reported only: the model gives every kernel overhead_us).
   double codec_gbps = 0;
   double codec_overhead_us = 0;
+  // The best device-bound aggregate plain-equivalent rate of codec kernels running at once on
+  // the GPU, at least codec_gbps; 0 without concurrent samples (no shared limit in the model).
+  double codec_gpu_gbps = 0;
   // flag_hop_us - kernel_overhead_us: the model's flag latency after the signal kernel.
   double flag_latency_us = 0;
   // Host costs in situ: each kind's mean timed cost inside the all-reduces, plus the host time

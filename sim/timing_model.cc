@@ -14,20 +14,22 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // GB/s to bytes per us.
 constexpr double kBytesPerUsPerGbps = 1e3;
 
-// Resource layout: per GPU its memory, port out and port in; then per uplink its link up, its
-// link down and its fabric.
-enum ResourceKind { kMemory = 0, kPortOut = 1, kPortIn = 2 };
+// Resource layout: per GPU its memory, port out, port in and codec compute; then per uplink its
+// link up, its link down and its fabric.
+enum ResourceKind { kMemory = 0, kPortOut = 1, kPortIn = 2, kCodec = 3 };
+constexpr int kGpuResources = 4;
 enum UplinkResource { kUplinkUp = 0, kUplinkDown = 1, kUplinkFabric = 2 };
 
 }  // namespace
 
 TimingModel::TimingModel(const Topology& topology) : topo_(topology) {
   const int g = topo_.gpus;
-  capacities_gbps_.assign(3 * g + 3 * topo_.uplinks.size(), 0.0);
+  capacities_gbps_.assign(kGpuResources * g + 3 * topo_.uplinks.size(), 0.0);
   for (int i = 0; i < g; ++i) {
     capacities_gbps_[kMemory * g + i] = topo_.memory_gbps;
     capacities_gbps_[kPortOut * g + i] = topo_.port_gbps;
     capacities_gbps_[kPortIn * g + i] = topo_.port_gbps;
+    capacities_gbps_[kCodec * g + i] = topo_.codec_gpu_gbps;
   }
   for (size_t u = 0; u < topo_.uplinks.size(); ++u) {
     const Uplink& up = topo_.uplinks[u];
@@ -38,7 +40,7 @@ TimingModel::TimingModel(const Topology& topology) : topo_(topology) {
 }
 
 int TimingModel::ResourceOfUplink(int uplink, int kind) const {
-  return 3 * topo_.gpus + 3 * uplink + kind;
+  return kGpuResources * topo_.gpus + 3 * uplink + kind;
 }
 
 double TimingModel::LaunchGraph() {
@@ -115,9 +117,11 @@ TimingModel::Node TimingModel::MakeNode(const TimedOp& op) const {
       n.fixed_us = topo_.kernel_overhead_us;
       if (op.plain_bytes > 0 && topo_.codec_gbps > 0) {
         // Coding costs per element: the work is the plain-equivalent traffic, while the memory
-        // carries only the encoded bytes.
+        // carries only the encoded bytes. Coded kernels running at once on one GPU share its
+        // codec_gpu_gbps, where the topology gives one.
         n.work_bytes = static_cast<double>(op.plain_bytes);
         n.demand.cap_gbps = topo_.codec_gbps;
+        use(kCodec * g + topo_.rank_gpus[op.rank], 1);
         use(kMemory * g + topo_.rank_gpus[op.rank],
             static_cast<double>(op.bytes) / static_cast<double>(op.plain_bytes));
         break;

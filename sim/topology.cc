@@ -243,7 +243,8 @@ absl::Status ParseLinks(const YamlFields& f, const YAML::Node& doc, Topology& t)
 absl::Status ParseCosts(const YamlFields& f, const YAML::Node& doc, Topology& t) {
   DMALAB_ASSIGN_OR_RETURN(YAML::Node kernel, f.Required(doc, "", "kernel", "a map"));
   DMALAB_RETURN_IF_ERROR(
-      f.CheckMap(kernel, "kernel", {"launch_us", "overhead_us", "reduce_gbps", "codec_gbps"}));
+      f.CheckMap(kernel, "kernel",
+                 {"launch_us", "overhead_us", "reduce_gbps", "codec_gbps", "codec_gpu_gbps"}));
   DMALAB_ASSIGN_OR_RETURN(t.kernel_launch_us,
                           f.RequiredNumber(kernel, "kernel", "launch_us", kNonNegative));
   DMALAB_ASSIGN_OR_RETURN(t.kernel_overhead_us,
@@ -251,6 +252,14 @@ absl::Status ParseCosts(const YamlFields& f, const YAML::Node& doc, Topology& t)
   DMALAB_ASSIGN_OR_RETURN(t.reduce_gbps,
                           f.RequiredNumber(kernel, "kernel", "reduce_gbps", kPositive));
   DMALAB_ASSIGN_OR_RETURN(t.codec_gbps, f.OptionalNumber(kernel, "kernel", "codec_gbps"));
+  DMALAB_ASSIGN_OR_RETURN(t.codec_gpu_gbps, f.OptionalNumber(kernel, "kernel", "codec_gpu_gbps"));
+  if (t.codec_gpu_gbps > 0 && t.codec_gbps == 0) {
+    // Without a codec rate coded kernels run as plain ones: the GPU's codec rate would mean
+    // nothing.
+    return f.Error(kernel["codec_gpu_gbps"], "kernel.codec_gpu_gbps",
+                   YamlFields::Describe(kernel["codec_gpu_gbps"]),
+                   "it only with kernel.codec_gbps (one coded kernel's rate), which is missing");
+  }
   DMALAB_ASSIGN_OR_RETURN(YAML::Node flag, f.Required(doc, "", "flag", "a map"));
   DMALAB_RETURN_IF_ERROR(f.CheckMap(flag, "flag", {"latency_us"}));
   DMALAB_ASSIGN_OR_RETURN(t.flag_latency_us,
@@ -435,6 +444,9 @@ std::string TopologyYaml(const Topology& t, std::string_view header, const Topol
   y.Field(2, "kernel.overhead_us", "overhead_us", Exact(t.kernel_overhead_us));
   y.Field(2, "kernel.reduce_gbps", "reduce_gbps", Exact(t.reduce_gbps));
   if (t.codec_gbps != 0) y.Field(2, "kernel.codec_gbps", "codec_gbps", Exact(t.codec_gbps));
+  if (t.codec_gpu_gbps != 0) {
+    y.Field(2, "kernel.codec_gpu_gbps", "codec_gpu_gbps", Exact(t.codec_gpu_gbps));
+  }
   y.Line(0, "flag:", "flag");
   y.Field(2, "flag.latency_us", "latency_us", Exact(t.flag_latency_us));
   y.Line(0, "host:", "host");

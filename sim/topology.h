@@ -74,6 +74,10 @@ struct Topology {
   // plain-equivalent traffic: every operand counted as elems x dtype bytes. 0: such kernels
   // run as plain ones, at reduce_gbps on their encoded bytes.
   double codec_gbps = 0;
+  // Per GPU: the plain-equivalent traffic that coded kernels running at once on it (virtual
+  // ranks, pieces) share, as measured with several at once. 0: no shared limit (each runs at
+  // codec_gbps, memory permitting). Only beside codec_gbps.
+  double codec_gpu_gbps = 0;
   double flag_latency_us = 0;  // from a flag store until a waiting kernel on its GPU sees it
   double copy_launch_us = 0;   // host time to enqueue a copy
   double event_us = 0;         // host time to record or wait an event

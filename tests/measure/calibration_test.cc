@@ -35,6 +35,13 @@ CalibrationMeasurements FakeMeasurements() {
     m.reduces.push_back(ReduceSample{bytes, 3 + 3.0 * bytes / 3000e3});
     m.codec_reduces.push_back(ReduceSample{bytes, 4 + 3.0 * bytes / 1000e3});
   }
+  // Codec kernels at once: one alone as above; two share 1750 GB/s; a 64 MiB pair "in 5 us" is
+  // host-bound (5 us < 3 x 2 x 2.75): it would claim 80,531 GB/s and stays out.
+  for (uint64_t bytes : {256ull << 20, 1ull << 30}) {
+    m.codec_concurrent.push_back(CodecConcurrencySample{bytes, 1, 4 + 3.0 * bytes / 1000e3});
+    m.codec_concurrent.push_back(CodecConcurrencySample{bytes, 2, 4 + 6.0 * bytes / 1750e3});
+  }
+  m.codec_concurrent.push_back(CodecConcurrencySample{64 << 20, 2, 5});
   m.copy_enqueue_us = 2.25;
   m.kernel_enqueue_us = 2.75;
   m.event_enqueue_us = 0.75;
@@ -72,6 +79,8 @@ TEST(CalibrationTest, FitRatesRecoversTheRatesBehindTheMeasurements) {
   EXPECT_NEAR(r->kernel_overhead_us, 3, 1e-9);
   EXPECT_NEAR(r->codec_gbps, 1000, 1e-6);
   EXPECT_NEAR(r->codec_overhead_us, 4, 1e-9);
+  // The best device-bound aggregate: two 1 GiB adds, 6 GiB of plain-equivalent traffic.
+  EXPECT_NEAR(r->codec_gpu_gbps, 6.0 * (1 << 30) / ((4 + 6.0 * (1 << 30) / 1750e3) * 1e3), 1e-6);
   EXPECT_NEAR(r->flag_latency_us, 1.5, 1e-9);  // hop 4.5 - kernel overhead 3
   EXPECT_EQ(r->copy_engines, 3);
   // Host costs in situ, not alone in a loop: the mean timed call plus 0.25 us between calls.
@@ -79,6 +88,25 @@ TEST(CalibrationTest, FitRatesRecoversTheRatesBehindTheMeasurements) {
   EXPECT_DOUBLE_EQ(r->copy_launch_us, 3.25);
   EXPECT_DOUBLE_EQ(r->kernel_launch_us, 3.75);
   EXPECT_DOUBLE_EQ(r->event_us, 0.75);
+}
+
+TEST(CalibrationTest, TheGpusCodecRateIsNeverBelowOneKernelsAndAbsentWithoutSamples) {
+  CalibrationMeasurements m = FakeMeasurements();
+  // Two at once no faster than one alone (the second waits): the shared rate is one kernel's.
+  for (CodecConcurrencySample& c : m.codec_concurrent) c.us = 4 + 6.0 * c.bytes / 900e3;
+  absl::StatusOr<CalibratedRates> r = FitRates(m);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_NEAR(r->codec_gpu_gbps, 1000, 1e-6);
+  m.codec_concurrent.clear();
+  r = FitRates(m);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->codec_gpu_gbps, 0);
+  absl::StatusOr<std::string> yaml = CalibrationYaml(m, 4);
+  ASSERT_TRUE(yaml.ok()) << yaml.status();
+  EXPECT_EQ(yaml->find("codec_gpu_gbps"), std::string::npos) << *yaml;
+  m.codec_concurrent.push_back(CodecConcurrencySample{1 << 30, 2, 0});
+  EXPECT_EQ(FitRates(m).status().message(),
+            "calibration: codec reduce of 1073741824 bytes x2 took 0 us");
 }
 
 TEST(CalibrationTest, HostBoundSamplesStayOutOfTheFits) {
@@ -123,6 +151,10 @@ TEST(CalibrationTest, WrittenYamlLoadsWithTheTopologyLoader) {
   EXPECT_NEAR(t->reduce_gbps, 3000, 1e-3);
   EXPECT_NEAR(t->kernel_overhead_us, 3, 1e-5);
   EXPECT_NEAR(t->codec_gbps, 1000, 1e-3);
+  EXPECT_NEAR(t->codec_gpu_gbps, 6.0 * (1 << 30) / ((4 + 6.0 * (1 << 30) / 1750e3) * 1e3), 1e-2);
+  EXPECT_NE(yaml->find("\n# codec reduces at once (one per rank's compute stream):"),
+            std::string::npos)
+      << *yaml;
   EXPECT_DOUBLE_EQ(t->kernel_launch_us, 3.75);
   EXPECT_DOUBLE_EQ(t->copy_launch_us, 3.25);
   EXPECT_DOUBLE_EQ(t->event_us, 0.75);
@@ -167,7 +199,7 @@ copy_engines: 4
 memory_gbps: 1600
 links:
   local: {gbps: 800, latency_us: 6}
-kernel: {launch_us: 0.5, overhead_us: 2.5, reduce_gbps: 1200, codec_gbps: 600}
+kernel: {launch_us: 0.5, overhead_us: 2.5, reduce_gbps: 1200, codec_gbps: 600, codec_gpu_gbps: 900}
 flag: {latency_us: 1.25}
 host: {copy_us: 1.5, event_us: 0.25}
 )";
@@ -179,7 +211,7 @@ TEST(CalibrationTest, MeasuringTheSimulatorRecoversItsTopology) {
   CalibrationPlan plan;
   plan.copy_bytes = {4096, 64 << 10, 1 << 20, 16 << 20};
   plan.concurrency = {1, 2};
-  plan.reduce_bytes = {4096, 256 << 10, 1 << 20};
+  plan.reduce_bytes = {4096, 256 << 10, 1 << 20, 16 << 20};
   plan.iters = 2;
   // The simulator moves real bytes: few rounds, but enough of the small ones that the first
   // call's enqueue cost, which the host pays once per sample, is amortized.
@@ -204,6 +236,11 @@ TEST(CalibrationTest, MeasuringTheSimulatorRecoversItsTopology) {
   EXPECT_NEAR(r->kernel_overhead_us, 2.5, 0.1);
   EXPECT_NEAR(r->codec_gbps, 600, 6);
   EXPECT_NEAR(r->codec_overhead_us, 2.5, 0.1);
+  // Two at once share the GPU's 900 GB/s; the best aggregate (16 MiB per operand, each kernel's
+  // 2.5 us overhead included) is within 3% of it.
+  ASSERT_EQ(m->codec_concurrent.size(), 8u);  // 4 sizes x concurrency 1 and 2
+  EXPECT_NEAR(r->codec_gpu_gbps, 900, 27);
+  EXPECT_LT(r->codec_gpu_gbps, 900);
   // In situ: every call costs the simulated host what the topology says, and nothing else does.
   ASSERT_EQ(m->host_costs.size(), 1u);
   const HostCallTallies& calls = m->host_costs[0].tallies;

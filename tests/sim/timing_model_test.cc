@@ -218,6 +218,41 @@ TEST(TimingModelTest, CodedReduceRunsAtTheCodecRateOnPlainEquivalentTraffic) {
   EXPECT_DOUBLE_EQ(TimeRequantizingAdd(topo), 3 + 520'000 / 50e3);
 }
 
+// Two requantizing adds at once, on ranks 0 and 1 of one GPU: the time until both are done.
+double TimeTwoRequantizingAdds(const Topology& topology) {
+  Timed t(topology, 4);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(t.dev().Write(t.Buf(r, 0, 1'000'000), std::vector<uint8_t>(1'000'000, 0)).ok());
+  }
+  t.Run();
+  for (int r = 0; r < 2; ++r) {
+    const Operand terms[] = {{t.Buf(r, 0, 132'000), Codec::kInt8Block},
+                             {t.Buf(r, 200'000, 256'000)}};
+    EXPECT_TRUE(t.dev()
+                    .Reduce(t.Stream(r, StreamKind::kCompute), DType::kBF16,
+                            Operand{t.Buf(r, 600'000, 132'000), Codec::kInt8Block}, terms, 128'000,
+                            "requantizing add")
+                    .ok());
+  }
+  return t.Run();
+}
+
+TEST(TimingModelTest, CodedReducesAtOnceShareTheGpusCodecRate) {
+  Topology topo = Parse(kSwitchPairs);
+  topo.rank_gpus = {0, 0, 1, 1};  // ranks 0 and 1 are virtual ranks of GPU 0
+  topo.codec_gbps = 100;
+  // No GPU-wide codec rate: each runs at codec_gbps as if alone.
+  EXPECT_DOUBLE_EQ(TimeTwoRequantizingAdds(topo), 3 + 768'000 / 100e3);
+  // 150 GB/s for the GPU: 75 each.
+  topo.codec_gpu_gbps = 150;
+  EXPECT_DOUBLE_EQ(TimeTwoRequantizingAdds(topo), 3 + 768'000 / 75e3);
+  // One alone still runs at its own 100.
+  EXPECT_DOUBLE_EQ(TimeRequantizingAdd(topo), 3 + 768'000 / 100e3);
+  // On two GPUs the two do not share.
+  topo.rank_gpus = {0, 1, 2, 3};
+  EXPECT_DOUBLE_EQ(TimeTwoRequantizingAdds(topo), 3 + 768'000 / 100e3);
+}
+
 TEST(TimingModelTest, EfficiencyCurveInterpolatesInLogSize) {
   LinkClass link;
   link.gbps = 100;

@@ -59,6 +59,20 @@ TEST(TopologyTest, CodecRateIsOptionalAndNonNegative) {
             "t.yaml:13:70: field 'kernel.codec_gbps': found '-1', allowed a number >= 0");
 }
 
+TEST(TopologyTest, TheGpusCodecRateIsOptionalAndOnlyBesideTheKernelsOwn) {
+  absl::StatusOr<Topology> t = ParseTopology(
+      absl::StrReplaceAll(kValid, {{"reduce_gbps: 500}",
+                                    "reduce_gbps: 500, codec_gbps: 120, codec_gpu_gbps: 200}"}}),
+      "t.yaml");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_DOUBLE_EQ(t->codec_gpu_gbps, 200);
+  EXPECT_EQ(ErrorWith("reduce_gbps: 500}", "reduce_gbps: 500, codec_gpu_gbps: 200}"),
+            "t.yaml:13:74: field 'kernel.codec_gpu_gbps': found '200', allowed it only with "
+            "kernel.codec_gbps (one coded kernel's rate), which is missing");
+  EXPECT_EQ(ErrorWith("reduce_gbps: 500}", "reduce_gbps: 500, codec_gbps: 1, codec_gpu_gbps: -2}"),
+            "t.yaml:13:89: field 'kernel.codec_gpu_gbps': found '-2', allowed a number >= 0");
+}
+
 TEST(TopologyTest, RouteClimbsTurnsInTheLowestCommonNodeAndDescends) {
   const Topology t = *ParseTopology(kValid, "t.yaml");
   using K = UplinkUse::Kind;
