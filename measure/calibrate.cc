@@ -155,6 +155,28 @@ absl::Status MeasureKernels(Device& device, const DeviceClock& clock, const Cali
     return device.Reduce(compute, DType::kBF16, Operand{c.Slice(0, coded), Codec::kInt8Block},
                          terms, elems, "calibrate requantizing add");
   };
+  // The i8_ring's other coded kernels, in the same buffers.
+  const auto encode = [&](uint64_t bytes) {
+    const int64_t elems = static_cast<int64_t>(bytes / 2);
+    const uint64_t coded = EncodedBytes(Codec::kInt8Block, DType::kBF16, elems);
+    const Operand terms[] = {{a.Slice(0, bytes)}};
+    return device.Reduce(compute, DType::kBF16, Operand{c.Slice(0, coded), Codec::kInt8Block},
+                         terms, elems, "calibrate encode");
+  };
+  const auto decode = [&](uint64_t bytes) {
+    const int64_t elems = static_cast<int64_t>(bytes / 2);
+    const uint64_t coded = EncodedBytes(Codec::kInt8Block, DType::kBF16, elems);
+    const Operand terms[] = {{a.Slice(0, coded), Codec::kInt8Block}};
+    return device.Reduce(compute, DType::kBF16, Operand{c.Slice(0, bytes)}, terms, elems,
+                         "calibrate decode");
+  };
+  const auto dequantizing_add = [&](uint64_t bytes) {
+    const int64_t elems = static_cast<int64_t>(bytes / 2);
+    const uint64_t coded = EncodedBytes(Codec::kInt8Block, DType::kBF16, elems);
+    const Operand terms[] = {{a.Slice(0, coded), Codec::kInt8Block}, {b.Slice(0, bytes)}};
+    return device.Reduce(compute, DType::kBF16, Operand{c.Slice(0, bytes)}, terms, elems,
+                         "calibrate dequantizing add");
+  };
   // Times `kernel` at every plan size into `samples`.
   const auto measure = [&](const auto& kernel, std::vector<ReduceSample>& samples) {
     for (uint64_t bytes : plan.reduce_bytes) {
@@ -167,6 +189,9 @@ absl::Status MeasureKernels(Device& device, const DeviceClock& clock, const Cali
   };
   DMALAB_RETURN_IF_ERROR(measure(reduce, m.reduces));
   DMALAB_RETURN_IF_ERROR(measure(requantizing_add, m.codec_reduces));
+  DMALAB_RETURN_IF_ERROR(measure(encode, m.codec_encodes));
+  DMALAB_RETURN_IF_ERROR(measure(decode, m.codec_decodes));
+  DMALAB_RETURN_IF_ERROR(measure(dequantizing_add, m.codec_dequantizing_adds));
   DMALAB_RETURN_IF_ERROR(MeasureCodecConcurrency(device, clock, plan, m));
   DMALAB_ASSIGN_OR_RETURN(auto kernel_us, EnqueueCostUs(device, clock, plan.enqueue_calls,
                                                         [&] { return reduce(512); }));

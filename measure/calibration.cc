@@ -5,6 +5,7 @@
 #include <cmath>
 #include <tuple>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "sim/topology.h"
 
@@ -45,20 +46,22 @@ bool CodecRoundIsDeviceBound(const CalibrationMeasurements& m, const CodecConcur
   return s.us >= kDeviceBoundFactor * s.concurrency * m.kernel_enqueue_us;
 }
 
-// A kernel class's `overhead_us + 3 bytes / gbps`, fitted to its device-bound samples.
+// A kernel class's `overhead_us + operands x bytes / gbps`, fitted to its device-bound samples.
 struct KernelFit {
   double overhead_us = 0, gbps = 0;
 };
 absl::StatusOr<KernelFit> FitKernels(const CalibrationMeasurements& m,
                                      const std::vector<ReduceSample>& samples,
-                                     std::string_view what) {
+                                     std::string_view what, int operands = 3) {
   std::vector<std::pair<double, double>> points;
   for (const ReduceSample& s : samples) {
     if (!(s.us > 0)) {
       return Invalid(
           absl::StrFormat("calibration: %s of %d bytes took %g us", what, s.bytes, s.us));
     }
-    if (ReduceIsDeviceBound(m, s)) points.emplace_back(3.0 * static_cast<double>(s.bytes), s.us);
+    if (ReduceIsDeviceBound(m, s)) {
+      points.emplace_back(operands * static_cast<double>(s.bytes), s.us);
+    }
   }
   absl::StatusOr<std::pair<double, double>> fit = FitLineRelative(points);
   if (!fit.ok()) {
@@ -70,15 +73,37 @@ absl::StatusOr<KernelFit> FitKernels(const CalibrationMeasurements& m,
 
 // A comment table of kernel samples beside the fitted model's times.
 std::string KernelTable(const CalibrationMeasurements& m, std::string_view title,
-                        const std::vector<ReduceSample>& samples, double overhead_us, double gbps) {
+                        const std::vector<ReduceSample>& samples, double overhead_us, double gbps,
+                        int operands = 3) {
   std::string t = absl::StrFormat(
       "# %s:\n#    bytes/operand   us/kernel  traffic GB/s  fit  model us\n", title);
   for (const ReduceSample& s : samples) {
     t += absl::StrFormat("#   %14d  %10.2f  %12.1f  %3s  %8.2f\n", s.bytes, s.us,
-                         Gbps(3.0 * s.bytes, s.us), ReduceIsDeviceBound(m, s) ? "yes" : "no",
-                         overhead_us + 3.0 * s.bytes / (gbps * 1e3));
+                         Gbps(double(operands) * s.bytes, s.us),
+                         ReduceIsDeviceBound(m, s) ? "yes" : "no",
+                         overhead_us + double(operands) * s.bytes / (gbps * 1e3));
   }
   return t;
+}
+
+// The other coded kinds: name, samples, operands, where the rate goes (CalibratedRates), the
+// topology field and its note.
+struct CodedKind {
+  const char* what;
+  const std::vector<ReduceSample>* samples;
+  int operands;
+  double CalibratedRates::*rate;
+  const char* field;
+  const char* note;
+};
+std::vector<CodedKind> OtherCodedKinds(const CalibrationMeasurements& m) {
+  return {{"codec encode", &m.codec_encodes, 2, &CalibratedRates::codec_encode_gbps,
+           "codec_encode_gbps", "fit: int8 encodes bf16 a -> i8 c, likewise"},
+          {"codec decode", &m.codec_decodes, 2, &CalibratedRates::codec_decode_gbps,
+           "codec_decode_gbps", "fit: int8 decodes i8 a -> bf16 c, likewise"},
+          {"codec dequantizing add", &m.codec_dequantizing_adds, 3,
+           &CalibratedRates::codec_dequantizing_add_gbps, "codec_dequantizing_add_gbps",
+           "fit: dequantizing adds i8 a + bf16 b -> bf16 c, likewise"}};
 }
 
 // The in-situ host costs: per kind, the mean timed call; the host time between calls (the
@@ -193,6 +218,12 @@ absl::StatusOr<CalibratedRates> FitRates(const CalibrationMeasurements& m) {
   if (!codec_fit.ok()) return codec_fit.status();
   r.codec_overhead_us = codec_fit->overhead_us;
   r.codec_gbps = codec_fit->gbps;
+  for (const CodedKind& k : OtherCodedKinds(m)) {
+    if (k.samples->empty()) continue;
+    absl::StatusOr<KernelFit> fit = FitKernels(m, *k.samples, k.what, k.operands);
+    if (!fit.ok()) return fit.status();
+    r.*k.rate = fit->gbps;
+  }
   for (const CodecConcurrencySample& c : m.codec_concurrent) {
     if (!(c.us > 0) || c.concurrency < 1) {
       return Invalid(absl::StrFormat("calibration: codec reduce of %d bytes x%d took %g us",
@@ -243,6 +274,12 @@ absl::StatusOr<std::string> CalibrationYaml(const CalibrationMeasurements& m, in
   y += KernelTable(m, "reduces", m.reduces, r.kernel_overhead_us, r.reduce_gbps);
   y += KernelTable(m, "codec reduces (traffic: plain-equivalent)", m.codec_reduces,
                    r.codec_overhead_us, r.codec_gbps);
+  for (const CodedKind& k : OtherCodedKinds(m)) {
+    if (k.samples->empty()) continue;
+    // The table's model: the kernel overhead the model gives every kernel, then this kind's rate.
+    y += KernelTable(m, absl::StrCat(k.what, "s (traffic: plain-equivalent)"), *k.samples,
+                     r.kernel_overhead_us, r.*k.rate, k.operands);
+  }
   if (!m.codec_concurrent.empty()) {
     y += "# codec reduces at once (one per rank's compute stream):\n"
          "#    bytes/operand  kernels   us/round  traffic GB/s  fit\n";
@@ -279,10 +316,13 @@ absl::StatusOr<std::string> CalibrationYaml(const CalibrationMeasurements& m, in
   t.reduce_gbps = Significant(r.reduce_gbps);
   t.codec_gbps = Significant(r.codec_gbps);
   t.codec_gpu_gbps = Significant(r.codec_gpu_gbps);
+  t.codec_encode_gbps = Significant(r.codec_encode_gbps);
+  t.codec_decode_gbps = Significant(r.codec_decode_gbps);
+  t.codec_dequantizing_add_gbps = Significant(r.codec_dequantizing_add_gbps);
   t.flag_latency_us = Significant(r.flag_latency_us);
   t.copy_launch_us = Significant(r.copy_launch_us);
   t.event_us = Significant(r.event_us);
-  const TopologyNotes notes = {
+  TopologyNotes notes = {
       {"copy_engines", "measured: cudaDeviceProp::asyncEngineCount"},
       {"memory_gbps",
        "measured: 2 x the best device-bound aggregate copy payload\n"
@@ -300,6 +340,9 @@ absl::StatusOr<std::string> CalibrationYaml(const CalibrationMeasurements& m, in
       {"host.copy_us", "in situ: host time of one Device::Copy enqueue"},
       {"host.event_us", "in situ: host time of one RecordEvent or WaitEvent"},
   };
+  for (const CodedKind& k : OtherCodedKinds(m)) {
+    notes[absl::StrCat("kernel.", k.field)] = k.note;
+  }
   return TopologyYaml(t, y, notes);
 }
 

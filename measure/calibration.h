@@ -62,6 +62,10 @@ struct CalibrationMeasurements {
   std::vector<ReduceSample> codec_reduces;
   // The same kernels, several at once on one GPU (as virtual ranks run them): what they share.
   std::vector<CodecConcurrencySample> codec_concurrent;
+  // The i8_ring's other coded kernels, alone, `bytes` again one operand's plain size: encodes
+  // (bf16 a -> i8 c) and decodes (i8 a -> bf16 c), 2 operands; dequantizing adds (i8 a + bf16 b
+  // -> bf16 c), 3. Optional: without them the model gives every kind codec_gbps.
+  std::vector<ReduceSample> codec_encodes, codec_decodes, codec_dequantizing_adds;
   // Host time of one call in a loop of that call alone; they also tell which samples above are
   // device-bound (FitRates).
   double copy_enqueue_us = 0;    // Device::Copy
@@ -96,6 +100,11 @@ struct CalibratedRates {
   // The best device-bound aggregate plain-equivalent rate of codec kernels running at once on
   // the GPU, at least codec_gbps; 0 without concurrent samples (no shared limit in the model).
   double codec_gpu_gbps = 0;
+  // The other coded kinds' rates (plain-equivalent traffic), fitted like codec_gbps; 0 without
+  // their samples.
+  double codec_encode_gbps = 0;
+  double codec_decode_gbps = 0;
+  double codec_dequantizing_add_gbps = 0;
   // flag_hop_us - kernel_overhead_us: the model's flag latency after the signal kernel.
   double flag_latency_us = 0;
   // Host costs in situ: each kind's mean timed cost inside the all-reduces, plus the host time

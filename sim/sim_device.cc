@@ -699,6 +699,12 @@ void SimDevice::Time(StreamId sid, const Op& op) {
       if (coded) {
         t.plain_bytes =
             static_cast<uint64_t>(op.elems) * DTypeBytes(op.dtype) * (op.terms.size() + 1);
+        const bool coded_dst = op.dst_operand.codec != Codec::kPlain;
+        if (op.terms.size() == 1) {
+          t.coded = coded_dst ? CodedKernel::kEncode : CodedKernel::kDecode;
+        } else {
+          t.coded = coded_dst ? CodedKernel::kRequantizingAdd : CodedKernel::kDequantizingAdd;
+        }
       }
       break;
     }

@@ -119,9 +119,12 @@ TimingModel::Node TimingModel::MakeNode(const TimedOp& op) const {
         // Coding costs per element: the work is the plain-equivalent traffic, while the memory
         // carries only the encoded bytes. Coded kernels running at once on one GPU share its
         // codec_gpu_gbps, where the topology gives one.
+        // The GPU's share is counted in requantizing adds (what codec_gpu_gbps was measured
+        // with): a kind twice as fast takes half as much of it per byte.
+        const double rate = topo_.CodecGbps(op.coded);
         n.work_bytes = static_cast<double>(op.plain_bytes);
-        n.demand.cap_gbps = topo_.codec_gbps;
-        use(kCodec * g + topo_.rank_gpus[op.rank], 1);
+        n.demand.cap_gbps = rate;
+        use(kCodec * g + topo_.rank_gpus[op.rank], topo_.codec_gbps / rate);
         use(kMemory * g + topo_.rank_gpus[op.rank],
             static_cast<double>(op.bytes) / static_cast<double>(op.plain_bytes));
         break;

@@ -58,6 +58,7 @@ struct TimedOp {
   // kReduce with a block-coded operand: the traffic had every operand been plain (elems x dtype
   // bytes x operands); 0 when every operand is plain.
   uint64_t plain_bytes = 0;
+  CodedKernel coded = CodedKernel::kRequantizingAdd;  // its kind, where plain_bytes > 0
   std::pair<int, uint64_t> flag;  // kSignal, kWaitFlag: (rank, address) of the flag word
   uint64_t value = 0;             // kSignal: the value stored; kWaitFlag: the value waited for
   int event = -1;                 // kRecord, kWaitEvent

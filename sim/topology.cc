@@ -244,7 +244,8 @@ absl::Status ParseCosts(const YamlFields& f, const YAML::Node& doc, Topology& t)
   DMALAB_ASSIGN_OR_RETURN(YAML::Node kernel, f.Required(doc, "", "kernel", "a map"));
   DMALAB_RETURN_IF_ERROR(
       f.CheckMap(kernel, "kernel",
-                 {"launch_us", "overhead_us", "reduce_gbps", "codec_gbps", "codec_gpu_gbps"}));
+                 {"launch_us", "overhead_us", "reduce_gbps", "codec_gbps", "codec_gpu_gbps",
+                  "codec_encode_gbps", "codec_decode_gbps", "codec_dequantizing_add_gbps"}));
   DMALAB_ASSIGN_OR_RETURN(t.kernel_launch_us,
                           f.RequiredNumber(kernel, "kernel", "launch_us", kNonNegative));
   DMALAB_ASSIGN_OR_RETURN(t.kernel_overhead_us,
@@ -252,13 +253,16 @@ absl::Status ParseCosts(const YamlFields& f, const YAML::Node& doc, Topology& t)
   DMALAB_ASSIGN_OR_RETURN(t.reduce_gbps,
                           f.RequiredNumber(kernel, "kernel", "reduce_gbps", kPositive));
   DMALAB_ASSIGN_OR_RETURN(t.codec_gbps, f.OptionalNumber(kernel, "kernel", "codec_gbps"));
-  DMALAB_ASSIGN_OR_RETURN(t.codec_gpu_gbps, f.OptionalNumber(kernel, "kernel", "codec_gpu_gbps"));
-  if (t.codec_gpu_gbps > 0 && t.codec_gbps == 0) {
-    // Without a codec rate coded kernels run as plain ones: the GPU's codec rate would mean
-    // nothing.
-    return f.Error(kernel["codec_gpu_gbps"], "kernel.codec_gpu_gbps",
-                   YamlFields::Describe(kernel["codec_gpu_gbps"]),
-                   "it only with kernel.codec_gbps (one coded kernel's rate), which is missing");
+  for (auto [key, field] : {std::pair{"codec_gpu_gbps", &t.codec_gpu_gbps},
+                            {"codec_encode_gbps", &t.codec_encode_gbps},
+                            {"codec_decode_gbps", &t.codec_decode_gbps},
+                            {"codec_dequantizing_add_gbps", &t.codec_dequantizing_add_gbps}}) {
+    DMALAB_ASSIGN_OR_RETURN(*field, f.OptionalNumber(kernel, "kernel", key));
+    if (*field > 0 && t.codec_gbps == 0) {
+      // Without a codec rate coded kernels run as plain ones: this rate would mean nothing.
+      return f.Error(kernel[key], absl::StrCat("kernel.", key), YamlFields::Describe(kernel[key]),
+                     "it only with kernel.codec_gbps (one coded kernel's rate), which is missing");
+    }
   }
   DMALAB_ASSIGN_OR_RETURN(YAML::Node flag, f.Required(doc, "", "flag", "a map"));
   DMALAB_RETURN_IF_ERROR(f.CheckMap(flag, "flag", {"latency_us"}));
@@ -444,8 +448,11 @@ std::string TopologyYaml(const Topology& t, std::string_view header, const Topol
   y.Field(2, "kernel.overhead_us", "overhead_us", Exact(t.kernel_overhead_us));
   y.Field(2, "kernel.reduce_gbps", "reduce_gbps", Exact(t.reduce_gbps));
   if (t.codec_gbps != 0) y.Field(2, "kernel.codec_gbps", "codec_gbps", Exact(t.codec_gbps));
-  if (t.codec_gpu_gbps != 0) {
-    y.Field(2, "kernel.codec_gpu_gbps", "codec_gpu_gbps", Exact(t.codec_gpu_gbps));
+  for (auto [key, value] : {std::pair{"codec_gpu_gbps", t.codec_gpu_gbps},
+                            {"codec_encode_gbps", t.codec_encode_gbps},
+                            {"codec_decode_gbps", t.codec_decode_gbps},
+                            {"codec_dequantizing_add_gbps", t.codec_dequantizing_add_gbps}}) {
+    if (value != 0) y.Field(2, absl::StrCat("kernel.", key), key, Exact(value));
   }
   y.Line(0, "flag:", "flag");
   y.Field(2, "flag.latency_us", "latency_us", Exact(t.flag_latency_us));
@@ -453,6 +460,24 @@ std::string TopologyYaml(const Topology& t, std::string_view header, const Topol
   y.Field(2, "host.copy_us", "copy_us", Exact(t.copy_launch_us));
   y.Field(2, "host.event_us", "event_us", Exact(t.event_us));
   return text + y.Take();
+}
+
+double Topology::CodecGbps(CodedKernel kind) const {
+  double rate = 0;
+  switch (kind) {
+    case CodedKernel::kRequantizingAdd:
+      break;
+    case CodedKernel::kEncode:
+      rate = codec_encode_gbps;
+      break;
+    case CodedKernel::kDecode:
+      rate = codec_decode_gbps;
+      break;
+    case CodedKernel::kDequantizingAdd:
+      rate = codec_dequantizing_add_gbps;
+      break;
+  }
+  return rate > 0 ? rate : codec_gbps;
 }
 
 }  // namespace dmalab

@@ -54,6 +54,14 @@ struct PairLink {
   bool operator==(const PairLink&) const = default;
 };
 
+// The kinds of reduce kernel with a block-coded operand, by their operands' codecs.
+enum class CodedKernel {
+  kRequantizingAdd,  // a coded term plus plain ones into a coded destination (the ring's hop)
+  kEncode,           // one plain term into a coded destination (quantize)
+  kDecode,           // one coded term into a plain destination (dequantize)
+  kDequantizingAdd,  // a coded term plus plain ones into a plain destination
+};
+
 struct Topology {
   std::string name;
   int gpus = 0;
@@ -78,6 +86,13 @@ struct Topology {
   // ranks, pieces) share, as measured with several at once. 0: no shared limit (each runs at
   // codec_gbps, memory permitting). Only beside codec_gbps.
   double codec_gpu_gbps = 0;
+  // Per kind, where it differs from codec_gbps (which is the requantizing add's): 0 means
+  // codec_gbps. Only beside codec_gbps.
+  double codec_encode_gbps = 0;
+  double codec_decode_gbps = 0;
+  double codec_dequantizing_add_gbps = 0;
+  // A coded kernel's rate of plain-equivalent traffic: its kind's, else codec_gbps.
+  double CodecGbps(CodedKernel kind) const;
   double flag_latency_us = 0;  // from a flag store until a waiting kernel on its GPU sees it
   double copy_launch_us = 0;   // host time to enqueue a copy
   double event_us = 0;         // host time to record or wait an event

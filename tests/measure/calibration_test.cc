@@ -35,6 +35,11 @@ CalibrationMeasurements FakeMeasurements() {
     m.reduces.push_back(ReduceSample{bytes, 3 + 3.0 * bytes / 3000e3});
     m.codec_reduces.push_back(ReduceSample{bytes, 4 + 3.0 * bytes / 1000e3});
   }
+  for (uint64_t bytes : {16ull << 20, 1ull << 30}) {
+    m.codec_encodes.push_back(ReduceSample{bytes, 4 + 2.0 * bytes / 2500e3});
+    m.codec_decodes.push_back(ReduceSample{bytes, 4 + 2.0 * bytes / 3500e3});
+    m.codec_dequantizing_adds.push_back(ReduceSample{bytes, 4 + 3.0 * bytes / 1500e3});
+  }
   // Codec kernels at once: one alone as above; two share 1750 GB/s; a 64 MiB pair "in 5 us" is
   // host-bound (5 us < 3 x 2 x 2.75): it would claim 80,531 GB/s and stays out.
   for (uint64_t bytes : {256ull << 20, 1ull << 30}) {
@@ -79,6 +84,10 @@ TEST(CalibrationTest, FitRatesRecoversTheRatesBehindTheMeasurements) {
   EXPECT_NEAR(r->kernel_overhead_us, 3, 1e-9);
   EXPECT_NEAR(r->codec_gbps, 1000, 1e-6);
   EXPECT_NEAR(r->codec_overhead_us, 4, 1e-9);
+  // The other kinds: encodes and decodes move 2 operands, dequantizing adds 3.
+  EXPECT_NEAR(r->codec_encode_gbps, 2500, 1e-6);
+  EXPECT_NEAR(r->codec_decode_gbps, 3500, 1e-6);
+  EXPECT_NEAR(r->codec_dequantizing_add_gbps, 1500, 1e-6);
   // The best device-bound aggregate: two 1 GiB adds, 6 GiB of plain-equivalent traffic.
   EXPECT_NEAR(r->codec_gpu_gbps, 6.0 * (1 << 30) / ((4 + 6.0 * (1 << 30) / 1750e3) * 1e3), 1e-6);
   EXPECT_NEAR(r->flag_latency_us, 1.5, 1e-9);  // hop 4.5 - kernel overhead 3
@@ -98,12 +107,17 @@ TEST(CalibrationTest, TheGpusCodecRateIsNeverBelowOneKernelsAndAbsentWithoutSamp
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_NEAR(r->codec_gpu_gbps, 1000, 1e-6);
   m.codec_concurrent.clear();
+  m.codec_encodes.clear();
+  m.codec_decodes.clear();
+  m.codec_dequantizing_adds.clear();
   r = FitRates(m);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->codec_gpu_gbps, 0);
   absl::StatusOr<std::string> yaml = CalibrationYaml(m, 4);
   ASSERT_TRUE(yaml.ok()) << yaml.status();
+  EXPECT_EQ(r->codec_encode_gbps, 0);
   EXPECT_EQ(yaml->find("codec_gpu_gbps"), std::string::npos) << *yaml;
+  EXPECT_EQ(yaml->find("codec_encode_gbps"), std::string::npos) << *yaml;
   m.codec_concurrent.push_back(CodecConcurrencySample{1 << 30, 2, 0});
   EXPECT_EQ(FitRates(m).status().message(),
             "calibration: codec reduce of 1073741824 bytes x2 took 0 us");
@@ -152,6 +166,11 @@ TEST(CalibrationTest, WrittenYamlLoadsWithTheTopologyLoader) {
   EXPECT_NEAR(t->kernel_overhead_us, 3, 1e-5);
   EXPECT_NEAR(t->codec_gbps, 1000, 1e-3);
   EXPECT_NEAR(t->codec_gpu_gbps, 6.0 * (1 << 30) / ((4 + 6.0 * (1 << 30) / 1750e3) * 1e3), 1e-2);
+  EXPECT_NEAR(t->codec_encode_gbps, 2500, 1e-3);
+  EXPECT_NEAR(t->codec_decode_gbps, 3500, 1e-3);
+  EXPECT_NEAR(t->codec_dequantizing_add_gbps, 1500, 1e-3);
+  EXPECT_NE(yaml->find("\n# codec decodes (traffic: plain-equivalent):"), std::string::npos)
+      << *yaml;
   EXPECT_NE(yaml->find("\n# codec reduces at once (one per rank's compute stream):"),
             std::string::npos)
       << *yaml;
@@ -199,7 +218,15 @@ copy_engines: 4
 memory_gbps: 1600
 links:
   local: {gbps: 800, latency_us: 6}
-kernel: {launch_us: 0.5, overhead_us: 2.5, reduce_gbps: 1200, codec_gbps: 600, codec_gpu_gbps: 900}
+kernel:
+  launch_us: 0.5
+  overhead_us: 2.5
+  reduce_gbps: 1200
+  codec_gbps: 600
+  codec_gpu_gbps: 900
+  codec_encode_gbps: 800
+  codec_decode_gbps: 1000
+  codec_dequantizing_add_gbps: 700
 flag: {latency_us: 1.25}
 host: {copy_us: 1.5, event_us: 0.25}
 )";
@@ -241,6 +268,9 @@ TEST(CalibrationTest, MeasuringTheSimulatorRecoversItsTopology) {
   ASSERT_EQ(m->codec_concurrent.size(), 8u);  // 4 sizes x concurrency 1 and 2
   EXPECT_NEAR(r->codec_gpu_gbps, 900, 27);
   EXPECT_LT(r->codec_gpu_gbps, 900);
+  EXPECT_NEAR(r->codec_encode_gbps, 800, 8);
+  EXPECT_NEAR(r->codec_decode_gbps, 1000, 10);
+  EXPECT_NEAR(r->codec_dequantizing_add_gbps, 700, 7);
   // In situ: every call costs the simulated host what the topology says, and nothing else does.
   ASSERT_EQ(m->host_costs.size(), 1u);
   const HostCallTallies& calls = m->host_costs[0].tallies;

@@ -237,6 +237,34 @@ double TimeTwoRequantizingAdds(const Topology& topology) {
   return t.Run();
 }
 
+// One encode (bf16 -> int8 block) of 128,000 elements: 256,000 bytes in, 132,000 out;
+// plain-equivalent 2 x 256,000 = 512,000.
+double TimeEncode(const Topology& topology) {
+  Timed t(topology, 4);
+  EXPECT_TRUE(t.dev().Write(t.Buf(0, 0, 1'000'000), std::vector<uint8_t>(1'000'000, 0)).ok());
+  t.Run();
+  const Operand terms[] = {{t.Buf(0, 200'000, 256'000)}};
+  EXPECT_TRUE(t.dev()
+                  .Reduce(t.Stream(0, StreamKind::kCompute), DType::kBF16,
+                          Operand{t.Buf(0, 600'000, 132'000), Codec::kInt8Block}, terms, 128'000,
+                          "encode")
+                  .ok());
+  return t.Run();
+}
+
+TEST(TimingModelTest, EachCodedKindRunsAtItsOwnRate) {
+  Topology topo = Parse(kSwitchPairs);
+  topo.codec_gbps = 100;
+  EXPECT_DOUBLE_EQ(TimeEncode(topo), 3 + 512'000 / 100e3);  // no rate of its own: codec_gbps
+  topo.codec_encode_gbps = 400;
+  EXPECT_DOUBLE_EQ(TimeEncode(topo), 3 + 512'000 / 400e3);
+  EXPECT_DOUBLE_EQ(TimeRequantizingAdd(topo), 3 + 768'000 / 100e3);  // unchanged
+  // The GPU's share is counted in requantizing adds: an encode four times as fast takes a quarter
+  // as much of it, so a share of 50 leaves it 200.
+  topo.codec_gpu_gbps = 50;
+  EXPECT_DOUBLE_EQ(TimeEncode(topo), 3 + 512'000 / 200e3);
+}
+
 TEST(TimingModelTest, CodedReducesAtOnceShareTheGpusCodecRate) {
   Topology topo = Parse(kSwitchPairs);
   topo.rank_gpus = {0, 0, 1, 1};  // ranks 0 and 1 are virtual ranks of GPU 0

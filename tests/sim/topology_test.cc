@@ -66,6 +66,25 @@ TEST(TopologyTest, TheGpusCodecRateIsOptionalAndOnlyBesideTheKernelsOwn) {
       "t.yaml");
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_DOUBLE_EQ(t->codec_gpu_gbps, 200);
+  // Per kind, each defaulting to codec_gbps (the requantizing add's).
+  EXPECT_DOUBLE_EQ(t->CodecGbps(CodedKernel::kEncode), 120);
+  t = ParseTopology(absl::StrReplaceAll(kValid, {{"reduce_gbps: 500}",
+                                                  "reduce_gbps: 500, codec_gbps: 120, "
+                                                  "codec_encode_gbps: 300, codec_decode_gbps: "
+                                                  "400, codec_dequantizing_add_gbps: 150}"}}),
+                    "t.yaml");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_DOUBLE_EQ(t->CodecGbps(CodedKernel::kRequantizingAdd), 120);
+  EXPECT_DOUBLE_EQ(t->CodecGbps(CodedKernel::kEncode), 300);
+  EXPECT_DOUBLE_EQ(t->CodecGbps(CodedKernel::kDecode), 400);
+  EXPECT_DOUBLE_EQ(t->CodecGbps(CodedKernel::kDequantizingAdd), 150);
+  // It writes back what it read.
+  absl::StatusOr<Topology> again = ParseTopology(TopologyYaml(*t), "again.yaml");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_DOUBLE_EQ(again->codec_decode_gbps, 400);
+  EXPECT_EQ(ErrorWith("reduce_gbps: 500}", "reduce_gbps: 500, codec_decode_gbps: 400}"),
+            "t.yaml:13:77: field 'kernel.codec_decode_gbps': found '400', allowed it only with "
+            "kernel.codec_gbps (one coded kernel's rate), which is missing");
   EXPECT_EQ(ErrorWith("reduce_gbps: 500}", "reduce_gbps: 500, codec_gpu_gbps: 200}"),
             "t.yaml:13:74: field 'kernel.codec_gpu_gbps': found '200', allowed it only with "
             "kernel.codec_gbps (one coded kernel's rate), which is missing");
