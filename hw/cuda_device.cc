@@ -217,10 +217,10 @@ absl::Status CudaDevice::CheckRank(int rank, std::string_view what) const {
 
 absl::StatusOr<const CudaDevice::Stream*> CudaDevice::GetStream(StreamId id,
                                                                 std::string_view what) const {
-  if (id < 0 || id >= static_cast<StreamId>(streams_.size())) {
+  if (id.value() < 0 || id.value() >= static_cast<int32_t>(streams_.size())) {
     return absl::InvalidArgumentError(absl::StrFormat("%s: stream %d does not exist", what, id));
   }
-  return &streams_[id];
+  return &streams_[id.value()];
 }
 
 absl::Status CudaDevice::CheckLive(const MemRef& mem, const OperandName& name) const {
@@ -476,7 +476,7 @@ absl::Status CudaDevice::LaunchWait(const Stream& s, StreamId stream, kernels::W
                                     std::string_view what, std::string_view label) {
   args.timeout_ns = options_.flag_wait_timeout_ns;
   args.rank = s.rank;
-  args.stream = stream;
+  args.stream = stream.value();
   args.label = wait_log_->InternLabel(label);
   wait_log_->FillWaitArgs(s.gpu, args);
   DMALAB_HW_RETURN_IF_ERROR(UseGpu(s.gpu));
@@ -486,8 +486,8 @@ absl::Status CudaDevice::LaunchWait(const Stream& s, StreamId stream, kernels::W
 }
 
 void* CudaDevice::NativeStream(StreamId stream) {
-  if (stream < 0 || stream >= static_cast<StreamId>(streams_.size())) return nullptr;
-  return streams_[stream].stream;
+  if (stream.value() < 0 || stream.value() >= static_cast<int32_t>(streams_.size())) return nullptr;
+  return streams_[stream.value()].stream;
 }
 
 void* CudaDevice::NativePointer(const MemRef& mem) {

@@ -110,7 +110,7 @@ class CudaDevice : public Device {
   // The CUDA device ordinal rank `rank` runs on.
   int gpu_of_rank(int rank) const { return gpus_[ranks_[rank].gpu].ordinal; }
   int num_gpus() const { return static_cast<int>(gpus_.size()); }
-  cudaStream_t cuda_stream(StreamId stream) const { return streams_[stream].stream; }
+  cudaStream_t cuda_stream(StreamId stream) const { return streams_[stream.value()].stream; }
   CachingAllocator::Stats allocator_stats(int rank) const {
     return ranks_[rank].allocator->stats();
   }
@@ -131,7 +131,7 @@ class CudaDevice : public Device {
     int gpu = 0;  // index into gpus_
     std::unique_ptr<CachingAllocator> allocator;
     std::map<uint64_t, LiveAllocation> live;  // by address
-    StreamId compute_stream = 0;
+    StreamId compute_stream;
     // Per StreamKind: CreateStream calls so far, and the streams that own a CUDA stream.
     int streams_requested[3] = {};
     std::vector<StreamId> owned_streams[3];

@@ -6,10 +6,10 @@
 namespace dmalab {
 
 bool CudaDevice::IsCapturing(StreamId stream) const {
-  if (stream < 0 || stream >= static_cast<StreamId>(streams_.size())) return false;
+  if (stream.value() < 0 || stream.value() >= static_cast<int32_t>(streams_.size())) return false;
   if (capturing_) return true;
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(streams_[stream].stream, &status) != cudaSuccess) {
+  if (cudaStreamIsCapturing(streams_[stream.value()].stream, &status) != cudaSuccess) {
     cudaGetLastError();
     return false;
   }
@@ -18,7 +18,7 @@ bool CudaDevice::IsCapturing(StreamId stream) const {
 
 absl::StatusOr<CudaGraph> CudaDevice::Capture(const std::function<absl::Status()>& body) {
   if (capturing_) return absl::FailedPreconditionError("capture: a capture is already running");
-  const Stream& origin = streams_[ranks_[0].compute_stream];
+  const Stream& origin = streams_[ranks_[0].compute_stream.value()];
   DMALAB_HW_RETURN_IF_ERROR(UseGpu(origin.gpu));
   // Thread-local mode: this thread's unsafe calls (cudaMalloc, synchronous copies) fail the
   // capture instead of silently running eagerly.
@@ -78,9 +78,9 @@ absl::StatusOr<CudaGraph> CudaDevice::Capture(const std::function<absl::Status()
 absl::Status CudaDevice::Replay(const CudaGraph& graph) {
   if (!graph.valid()) return absl::InvalidArgumentError("replay: the graph is empty");
   DMALAB_HW_RETURN_IF_ERROR(RefuseDuringCapture("replay"));
-  const Stream& origin = streams_[ranks_[0].compute_stream];
+  const Stream& origin = streams_[ranks_[0].compute_stream.value()];
   for (size_t r = 1; r < ranks_.size(); ++r) {
-    const Stream& s = streams_[ranks_[r].compute_stream];
+    const Stream& s = streams_[ranks_[r].compute_stream.value()];
     DMALAB_HW_RETURN_IF_ERROR(UseGpu(s.gpu));
     DMALAB_CUDA_RETURN_IF_ERROR(cudaEventRecord(s.join_event, s.stream),
                                 "replay: record rank %d compute stream", r);
@@ -94,7 +94,7 @@ absl::Status CudaDevice::Replay(const CudaGraph& graph) {
   DMALAB_CUDA_RETURN_IF_ERROR(cudaEventRecord(origin.join_event, origin.stream),
                               "replay: record the end of the graph");
   for (size_t r = 1; r < ranks_.size(); ++r) {
-    const Stream& s = streams_[ranks_[r].compute_stream];
+    const Stream& s = streams_[ranks_[r].compute_stream.value()];
     DMALAB_HW_RETURN_IF_ERROR(UseGpu(s.gpu));
     DMALAB_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(s.stream, origin.join_event, 0),
                                 "replay: order rank %d compute stream after the graph", r);
@@ -106,15 +106,15 @@ absl::StatusOr<GraphId> CudaDevice::CaptureGraph(const std::function<absl::Statu
   absl::StatusOr<CudaGraph> graph = Capture(body);
   if (!graph.ok()) return graph.status();
   graphs_.push_back(std::make_unique<CudaGraph>(*std::move(graph)));
-  return static_cast<GraphId>(graphs_.size() - 1);
+  return GraphId(static_cast<int32_t>(graphs_.size() - 1));
 }
 
 absl::Status CudaDevice::LaunchGraph(GraphId graph) {
-  if (graph < 0 || graph >= static_cast<GraphId>(graphs_.size())) {
+  if (graph.value() < 0 || graph.value() >= static_cast<int32_t>(graphs_.size())) {
     return absl::InvalidArgumentError(
         absl::StrFormat("launch graph: graph %d does not exist", graph));
   }
-  return Replay(*graphs_[graph]);
+  return Replay(*graphs_[graph.value()]);
 }
 
 }  // namespace dmalab

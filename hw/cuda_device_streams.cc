@@ -27,7 +27,7 @@ absl::StatusOr<StreamId> CudaDevice::NewStream(int rank, StreamKind kind, std::s
                       absl::StrFormat("create join event of stream '%s' on rank %d", name, rank));
   }
   streams_.push_back(std::move(s));
-  return static_cast<StreamId>(streams_.size() - 1);
+  return StreamId(static_cast<int32_t>(streams_.size() - 1));
 }
 
 absl::StatusOr<StreamId> CudaDevice::CreateStream(int rank, StreamKind kind,
@@ -46,7 +46,7 @@ absl::StatusOr<StreamId> CudaDevice::CreateStream(int rank, StreamKind kind,
     if (id.ok()) owner.owned_streams[k].push_back(*id);
     return id;
   }
-  return NewStream(rank, kind, name, streams_[owner.owned_streams[k][nth % cap]].stream);
+  return NewStream(rank, kind, name, streams_[owner.owned_streams[k][nth % cap].value()].stream);
 }
 
 absl::StatusOr<EventId> CudaDevice::CreateEvent(int rank) {
@@ -58,17 +58,17 @@ absl::StatusOr<EventId> CudaDevice::CreateEvent(int rank) {
   DMALAB_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&e.event, cudaEventDisableTiming),
                               "create event on rank %d", rank);
   events_.push_back(e);
-  return static_cast<EventId>(events_.size() - 1);
+  return EventId(static_cast<int32_t>(events_.size() - 1));
 }
 
 absl::Status CudaDevice::RecordEvent(EventId event, StreamId stream) {
   absl::StatusOr<const Stream*> s = GetStream(stream, "record event");
   if (!s.ok()) return s.status();
-  if (event < 0 || event >= static_cast<EventId>(events_.size())) {
+  if (event.value() < 0 || event.value() >= static_cast<int32_t>(events_.size())) {
     return absl::InvalidArgumentError(
         absl::StrFormat("record event: event %d does not exist", event));
   }
-  const Event& e = events_[event];
+  const Event& e = events_[event.value()];
   if (e.gpu != (*s)->gpu) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "record event: event %d (rank %d, GPU %d) and stream '%s' (rank %d, GPU %d) must be on "
@@ -85,14 +85,14 @@ absl::Status CudaDevice::RecordEvent(EventId event, StreamId stream) {
 absl::Status CudaDevice::WaitEvent(StreamId stream, EventId event) {
   absl::StatusOr<const Stream*> s = GetStream(stream, "wait event");
   if (!s.ok()) return s.status();
-  if (event < 0 || event >= static_cast<EventId>(events_.size())) {
+  if (event.value() < 0 || event.value() >= static_cast<int32_t>(events_.size())) {
     return absl::InvalidArgumentError(
         absl::StrFormat("wait event: event %d does not exist", event));
   }
   DMALAB_HW_RETURN_IF_ERROR(UseGpu((*s)->gpu));
-  DMALAB_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent((*s)->stream, events_[event].event, 0),
+  DMALAB_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent((*s)->stream, events_[event.value()].event, 0),
                               "rank %d stream '%s' wait for event %d of rank %d", (*s)->rank,
-                              (*s)->name, event, events_[event].rank);
+                              (*s)->name, event, events_[event.value()].rank);
   return absl::OkStatus();
 }
 

@@ -63,7 +63,7 @@ SimDevice::SimDevice(int world, uint64_t seed, Fidelity fidelity)
   if (fidelity == Fidelity::kShadow) shadow_.resize(world);
   for (int r = 0; r < world; ++r) {
     memory_.emplace_back(r, world, /*with_payload=*/fidelity == Fidelity::kValues);
-    compute_streams_.push_back(static_cast<StreamId>(streams_.size()));
+    compute_streams_.push_back(StreamId(static_cast<int32_t>(streams_.size())));
     streams_.push_back(Stream{r, StreamKind::kCompute, "compute", {}, {}});
   }
 }
@@ -71,7 +71,7 @@ SimDevice::SimDevice(int world, uint64_t seed, Fidelity fidelity)
 SimDevice::~SimDevice() = default;
 
 absl::Status SimDevice::CheckStream(StreamId s) const {
-  if (s < 0 || s >= static_cast<StreamId>(streams_.size())) {
+  if (s.value() < 0 || s.value() >= static_cast<int32_t>(streams_.size())) {
     return absl::InvalidArgumentError(absl::StrFormat("stream %d does not exist", s));
   }
   return absl::OkStatus();
@@ -141,7 +141,7 @@ absl::StatusOr<StreamId> SimDevice::CreateStream(int rank, StreamKind kind, std:
         absl::StrFormat("create stream: rank is %d; ranks are 0..%d", rank, world_ - 1));
   }
   streams_.push_back(Stream{rank, kind, std::string(name), {}, {}});
-  return static_cast<StreamId>(streams_.size() - 1);
+  return StreamId(static_cast<int32_t>(streams_.size() - 1));
 }
 
 absl::StatusOr<EventId> SimDevice::CreateEvent(int rank) {
@@ -150,7 +150,7 @@ absl::StatusOr<EventId> SimDevice::CreateEvent(int rank) {
         absl::StrFormat("create event: rank is %d; ranks are 0..%d", rank, world_ - 1));
   }
   events_.push_back(Event{rank, 0, 0, {}, {}});
-  return static_cast<EventId>(events_.size() - 1);
+  return EventId(static_cast<int32_t>(events_.size() - 1));
 }
 
 absl::Status SimDevice::Enqueue(StreamId s, Op op, std::string_view label) {
@@ -168,7 +168,7 @@ absl::Status SimDevice::Enqueue(StreamId s, Op op, std::string_view label) {
     }
     context = first_context_ + static_cast<int64_t>(contexts_.size()) - 1;
   }
-  op_labels_.push_back(OpLabel{streams_[s].rank, s, context, InternLabel(label)});
+  op_labels_.push_back(OpLabel{streams_[s.value()].rank, s, context, InternLabel(label)});
   while (static_cast<int64_t>(op_labels_.size()) > kOpLabelWindow) {
     op_labels_.pop_front();
     ++first_op_id_;
@@ -181,26 +181,27 @@ absl::Status SimDevice::Enqueue(StreamId s, Op op, std::string_view label) {
   }
   op.host_clock = host_clock_;
   if (timing_) op.host_us = launching_ ? timing_->now_us() : timing_->Enqueue(TimedKind(op.kind));
-  streams_[s].queue.push_back(std::move(op));
+  streams_[s.value()].queue.push_back(std::move(op));
   ++pending_;
   return absl::OkStatus();
 }
 
 absl::Status SimDevice::RecordEvent(EventId event, StreamId stream) {
   if (absl::Status s = CheckStream(stream); !s.ok()) return s;
-  if (event < 0 || event >= static_cast<EventId>(events_.size())) {
+  if (event.value() < 0 || event.value() >= static_cast<int32_t>(events_.size())) {
     return absl::InvalidArgumentError(absl::StrFormat("record: event %d does not exist", event));
   }
   Op op;
   op.kind = OpKind::kRecord;
   op.event = event;
-  if (capture_ == nullptr) op.event_seq = ++events_[event].records;  // at launch when captured
-  return Enqueue(stream, std::move(op), absl::StrCat("record ev", event));
+  if (capture_ == nullptr)
+    op.event_seq = ++events_[event.value()].records;  // at launch when captured
+  return Enqueue(stream, std::move(op), absl::StrCat("record ev", event.value()));
 }
 
 absl::Status SimDevice::WaitEvent(StreamId stream, EventId event) {
   if (absl::Status s = CheckStream(stream); !s.ok()) return s;
-  if (event < 0 || event >= static_cast<EventId>(events_.size())) {
+  if (event.value() < 0 || event.value() >= static_cast<int32_t>(events_.size())) {
     return absl::InvalidArgumentError(absl::StrFormat("wait: event %d does not exist", event));
   }
   if (capture_ != nullptr && !capture_->recorded.contains(event)) {
@@ -212,9 +213,10 @@ absl::Status SimDevice::WaitEvent(StreamId stream, EventId event) {
   Op op;
   op.kind = OpKind::kWaitEvent;
   op.event = event;
-  op.event_seq = events_[event].records;  // CUDA semantics: the latest record at enqueue time
-  if (op.event_seq > 0) ++events_[event].waiting[op.event_seq];
-  return Enqueue(stream, std::move(op), absl::StrCat("wait ev", event));
+  op.event_seq =
+      events_[event.value()].records;  // CUDA semantics: the latest record at enqueue time
+  if (op.event_seq > 0) ++events_[event.value()].waiting[op.event_seq];
+  return Enqueue(stream, std::move(op), absl::StrCat("wait ev", event.value()));
 }
 
 absl::Status SimDevice::Copy(StreamId stream, const MemRef& dst, const MemRef& src,
@@ -224,7 +226,7 @@ absl::Status SimDevice::Copy(StreamId stream, const MemRef& dst, const MemRef& s
     return absl::InvalidArgumentError(absl::StrFormat(
         "copy '%s': dst is %d bytes, src is %d; must match", label, dst.bytes, src.bytes));
   }
-  const int rank = streams_[stream].rank;
+  const int rank = streams_[stream.value()].rank;
   if (dst.rank != rank && src.rank != rank) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "copy '%s': stream is on rank %d, dst on %d, src on %d; one must be the stream's rank",
@@ -244,7 +246,7 @@ absl::Status SimDevice::Reduce(StreamId stream, DType dtype, const Operand& dst,
                                std::string_view label) {
   if (absl::Status s = CheckStream(stream); !s.ok()) return s;
   if (absl::Status s = ValidateReduce(dtype, dst, terms, elems); !s.ok()) return s;
-  const int rank = streams_[stream].rank;
+  const int rank = streams_[stream.value()].rank;
   std::vector<const Operand*> operands = {&dst};
   for (const Operand& t : terms) operands.push_back(&t);
   for (const Operand* o : operands) {
@@ -320,11 +322,11 @@ absl::Status SimDevice::WriteValue(StreamId stream, const MemRef& dst, uint64_t 
 absl::Status SimDevice::WaitValue(StreamId stream, const MemRef& flag, uint64_t value,
                                   std::string_view label) {
   if (absl::Status s = CheckValueFlag(stream, flag, "wait value", label); !s.ok()) return s;
-  if (flag.rank != streams_[stream].rank) {
+  if (flag.rank != streams_[stream.value()].rank) {
     return absl::InvalidArgumentError(
         absl::StrFormat("wait value '%s': the flag is on rank %d, the stream on rank %d; a wait "
                         "reads its own rank's memory",
-                        label, flag.rank, streams_[stream].rank));
+                        label, flag.rank, streams_[stream.value()].rank));
   }
   Op op;
   op.kind = OpKind::kWaitValue;
@@ -388,7 +390,7 @@ void SimDevice::ShadowReduce(const Op& op) {
 bool SimDevice::Ready(Stream& /*s*/, Op& op) {
   switch (op.kind) {
     case OpKind::kWaitEvent:
-      return op.event_seq == 0 || events_[op.event].completed >= op.event_seq;
+      return op.event_seq == 0 || events_[op.event.value()].completed >= op.event_seq;
     case OpKind::kWaitFlag:
       if (!op.wait_armed) {  // the wait kernel starts: bump the expected value once
         op.wait_target = LoadU64(op.dst) + 1;
@@ -436,7 +438,8 @@ std::string SimDevice::DescribeOp(int64_t op_id) const {
     return absl::StrFormat("op #%d (described only for the last %d ops)", op_id, kOpLabelWindow);
   }
   const OpLabel& l = op_labels_[op_id - first_op_id_];
-  return absl::StrFormat("rank %d stream '%s' op '%s'", l.rank, streams_[l.stream].name, OpText(l));
+  return absl::StrFormat("rank %d stream '%s' op '%s'", l.rank, streams_[l.stream.value()].name,
+                         OpText(l));
 }
 
 FindingOp SimDevice::OpOf(int64_t op_id, std::string access) const {
@@ -446,7 +449,7 @@ FindingOp SimDevice::OpOf(int64_t op_id, std::string access) const {
     return FindingOp{-1, "", absl::StrFormat("op #%d", op_id), std::move(access)};
   }
   const OpLabel& l = op_labels_[op_id - first_op_id_];
-  return FindingOp{l.rank, streams_[l.stream].name, OpText(l), std::move(access)};
+  return FindingOp{l.rank, streams_[l.stream.value()].name, OpText(l), std::move(access)};
 }
 
 Finding SimDevice::NewFinding(FindingKind kind, int rank, uint64_t lo, uint64_t hi) const {
@@ -470,7 +473,7 @@ std::string SimDevice::DescribeMemory(int rank, uint64_t lo, uint64_t hi) const 
 }
 
 void SimDevice::Access(StreamId sid, const Op& op, const MemRef& m, bool write) {
-  const Stream& s = streams_[sid];
+  const Stream& s = streams_[sid.value()];
   const dmalab::Access a{Timeline(sid), s.clock.Get(Timeline(sid)), op.id};
   const std::optional<Conflict> c = write ? races_.Write(m.rank, m.addr, m.end(), a, s.clock)
                                           : races_.Read(m.rank, m.addr, m.end(), a, s.clock);
@@ -533,7 +536,7 @@ void SimDevice::CheckLifetime(int64_t op_id, const MemRef& m) {
 }
 
 void SimDevice::Execute(StreamId sid, Op& op) {
-  Stream& s = streams_[sid];
+  Stream& s = streams_[sid.value()];
   s.clock.Join(op.host_clock);
   s.clock.Tick(Timeline(sid));
   switch (op.kind) {
@@ -582,7 +585,7 @@ void SimDevice::Execute(StreamId sid, Op& op) {
       s.clock.Join(flag_clocks_[{op.src.rank, op.src.addr}]);  // acquire
       break;
     case OpKind::kRecord: {
-      Event& e = events_[op.event];
+      Event& e = events_[op.event.value()];
       e.completed = std::max(e.completed, op.event_seq);
       e.clocks[op.event_seq] = s.clock;
       PruneEventClocks(e);
@@ -590,7 +593,7 @@ void SimDevice::Execute(StreamId sid, Op& op) {
     }
     case OpKind::kWaitEvent:
       if (op.event_seq > 0) {
-        Event& e = events_[op.event];
+        Event& e = events_[op.event.value()];
         s.clock.Join(e.clocks[op.event_seq]);
         if (auto w = e.waiting.find(op.event_seq); w != e.waiting.end() && --w->second == 0) {
           e.waiting.erase(w);
@@ -610,8 +613,9 @@ void SimDevice::Execute(StreamId sid, Op& op) {
 
 std::string SimDevice::DeadlockReport() {
   std::string text = "deadlock: work remains but no stream can progress;";
-  for (StreamId sid = 0; sid < static_cast<StreamId>(streams_.size()); ++sid) {
-    Stream& s = streams_[sid];
+  for (StreamId sid(0); sid.value() < static_cast<int32_t>(streams_.size());
+       sid = StreamId(sid.value() + 1)) {
+    Stream& s = streams_[sid.value()];
     if (s.queue.empty()) continue;
     const Op& op = s.queue.front();
     absl::StrAppendFormat(&text, " [%s waits", DescribeOp(op.id));
@@ -620,7 +624,7 @@ std::string SimDevice::DeadlockReport() {
                             op.src.addr, LoadU64(op.src), op.wait_target);
     } else if (op.kind == OpKind::kWaitEvent) {
       absl::StrAppendFormat(&text, " for event %d record %d (completed %d)", op.event, op.event_seq,
-                            events_[op.event].completed);
+                            events_[op.event.value()].completed);
     }
     absl::StrAppendFormat(&text, "; %d ops queued]", s.queue.size());
   }
@@ -632,8 +636,9 @@ absl::Status SimDevice::Synchronize() {
   std::vector<StreamId> ready;
   while (pending_ > 0) {
     ready.clear();
-    for (StreamId sid = 0; sid < static_cast<StreamId>(streams_.size()); ++sid) {
-      Stream& s = streams_[sid];
+    for (StreamId sid(0); sid.value() < static_cast<int32_t>(streams_.size());
+         sid = StreamId(sid.value() + 1)) {
+      Stream& s = streams_[sid.value()];
       if (!s.queue.empty() && Ready(s, s.queue.front())) ready.push_back(sid);
     }
     if (ready.empty()) {
@@ -653,8 +658,8 @@ absl::Status SimDevice::Synchronize() {
       return absl::FailedPreconditionError(absl::StrCat(report, " (seed ", seed_, ")"));
     }
     const StreamId pick = ready[rng_() % ready.size()];
-    Execute(pick, streams_[pick].queue.front());
-    streams_[pick].queue.pop_front();
+    Execute(pick, streams_[pick.value()].queue.front());
+    streams_[pick.value()].queue.pop_front();
     --pending_;
   }
   for (const Stream& s : streams_) host_clock_.Join(s.clock);
@@ -680,8 +685,8 @@ absl::Status SimDevice::SetTopology(const Topology* topology) {
 void SimDevice::Time(StreamId sid, const Op& op) {
   TimedOp t;
   t.kind = TimedKind(op.kind);
-  t.stream = sid;
-  t.rank = streams_[sid].rank;
+  t.stream = sid.value();
+  t.rank = streams_[sid.value()].rank;
   t.host_us = op.host_us;
   switch (op.kind) {
     case OpKind::kCopy:
@@ -720,7 +725,7 @@ void SimDevice::Time(StreamId sid, const Op& op) {
       break;
     case OpKind::kRecord:
     case OpKind::kWaitEvent:
-      t.event = op.event;
+      t.event = op.event.value();
       t.event_seq = op.event_seq;
       break;
     case OpKind::kFree:
@@ -818,7 +823,7 @@ absl::StatusOr<GraphId> SimDevice::CaptureGraph(const std::function<absl::Status
   capture_ = nullptr;
   if (!s.ok()) return s;
   graphs_.push_back(std::move(graph));
-  return static_cast<GraphId>(graphs_.size() - 1);
+  return GraphId(static_cast<int32_t>(graphs_.size() - 1));
 }
 
 absl::StatusOr<EventId> SimDevice::LaunchEvent(std::map<int, EventId>& pool, int key, int rank) {
@@ -830,11 +835,11 @@ absl::StatusOr<EventId> SimDevice::LaunchEvent(std::map<int, EventId>& pool, int
 
 absl::Status SimDevice::LaunchGraph(GraphId graph) {
   if (absl::Status s = RefuseDuringCapture("launch graph"); !s.ok()) return s;
-  if (graph < 0 || graph >= static_cast<GraphId>(graphs_.size())) {
+  if (graph.value() < 0 || graph.value() >= static_cast<int32_t>(graphs_.size())) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "launch graph: graph %d does not exist (%d captured)", graph, graphs_.size()));
   }
-  const Graph& g = graphs_[graph];
+  const Graph& g = graphs_[graph.value()];
   if (timing_) timing_->LaunchGraph();
   launching_ = true;
   absl::Cleanup done = [this] { launching_ = false; };
@@ -842,11 +847,11 @@ absl::Status SimDevice::LaunchGraph(GraphId graph) {
   // stream; join: later work on the compute stream starts after all of the graph's.
   std::set<StreamId> side;
   for (const CapturedOp& c : g.ops) {
-    if (c.stream != compute_streams_[streams_[c.stream].rank]) side.insert(c.stream);
+    if (c.stream != compute_streams_[streams_[c.stream.value()].rank]) side.insert(c.stream);
   }
   std::set<int> forked;
   for (StreamId sid : side) {
-    const int rank = streams_[sid].rank;
+    const int rank = streams_[sid.value()].rank;
     absl::StatusOr<EventId> fork = LaunchEvent(fork_events_, rank, rank);
     if (!fork.ok()) return fork.status();
     if (forked.insert(rank).second) {
@@ -857,16 +862,16 @@ absl::Status SimDevice::LaunchGraph(GraphId graph) {
   const std::string prefix = absl::StrFormat("graph %d:", graph);
   for (const CapturedOp& c : g.ops) {
     Op op = c.op;
-    if (op.kind == OpKind::kRecord) op.event_seq = ++events_[op.event].records;
-    if (op.kind == OpKind::kWaitEvent) op.event_seq = events_[op.event].records;
+    if (op.kind == OpKind::kRecord) op.event_seq = ++events_[op.event.value()].records;
+    if (op.kind == OpKind::kWaitEvent) op.event_seq = events_[op.event.value()].records;
     if (absl::Status s = Enqueue(c.stream, std::move(op), absl::StrCat(prefix, " ", c.label));
         !s.ok()) {
       return s;
     }
   }
   for (StreamId sid : side) {
-    const int rank = streams_[sid].rank;
-    absl::StatusOr<EventId> join = LaunchEvent(join_events_, sid, rank);
+    const int rank = streams_[sid.value()].rank;
+    absl::StatusOr<EventId> join = LaunchEvent(join_events_, sid.value(), rank);
     if (!join.ok()) return join.status();
     if (absl::Status s = RecordEvent(*join, sid); !s.ok()) return s;
     if (absl::Status s = WaitEvent(compute_streams_[rank], *join); !s.ok()) return s;

@@ -136,7 +136,7 @@ class SimDevice : public Device {
     Operand dst_operand;
     std::vector<Operand> terms;
     int64_t elems = 0;
-    EventId event = -1;
+    EventId event;
     uint64_t event_seq = 0;    // kRecord: this record's number; kWaitEvent: the one waited for
     uint64_t wait_target = 0;  // kWaitFlag: set on the first attempt; kWaitValue, kWriteValue: the
                                // immediate value
@@ -182,7 +182,7 @@ class SimDevice : public Device {
   absl::Status CheckValueFlag(StreamId stream, const MemRef& flag, std::string_view what,
                               std::string_view label) const;
   absl::Status Enqueue(StreamId s, Op op, std::string_view label);
-  int Timeline(StreamId s) const { return s + 1; }
+  int Timeline(StreamId s) const { return s.value() + 1; }
   bool Ready(Stream& s, Op& op);
   void Execute(StreamId sid, Op& op);
   void Access(StreamId sid, const Op& op, const MemRef& m, bool write);

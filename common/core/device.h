@@ -16,14 +16,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/types/span.h"
 #include "common/core/dtype.h"
+#include "common/core/ids.h"
 #include "common/core/provenance.h"
 #include "common/core/tensor.h"
 
 namespace dmalab {
-
-using StreamId = int32_t;
-using EventId = int32_t;
-using GraphId = int32_t;
 
 // What a stream is for. On hardware, copy streams drive the DMA engines and use no SMs.
 enum class StreamKind { kCompute, kCopy, kFlag };

@@ -96,7 +96,7 @@ int32_t ApiComputeStream(void* ctx, int32_t rank, int32_t* stream) {
                   absl::InvalidArgumentError(absl::StrFormat(
                       "compute_stream: rank is %d; ranks are 0..%d", rank, d->world_size() - 1)));
   }
-  *stream = d->ComputeStream(rank);
+  *stream = d->ComputeStream(rank).value();
   return DMALAB_OK;
 }
 
@@ -121,7 +121,7 @@ int32_t ApiCreateStream(void* ctx, int32_t rank, int32_t kind, const char* name,
   }
   absl::StatusOr<StreamId> s = Self(ctx)->device()->CreateStream(rank, k, Label(name));
   if (!s.ok()) return Result(ctx, s.status());
-  *stream = *s;
+  *stream = s->value();
   return DMALAB_OK;
 }
 
@@ -129,23 +129,24 @@ int32_t ApiCreateEvent(void* ctx, int32_t rank, int32_t* event) {
   if (event == nullptr) return NullArgument(ctx, "create_event", "event");
   absl::StatusOr<EventId> e = Self(ctx)->device()->CreateEvent(rank);
   if (!e.ok()) return Result(ctx, e.status());
-  *event = *e;
+  *event = e->value();
   return DMALAB_OK;
 }
 
 int32_t ApiRecordEvent(void* ctx, int32_t event, int32_t stream) {
-  return Result(ctx, Self(ctx)->device()->RecordEvent(event, stream));
+  return Result(ctx, Self(ctx)->device()->RecordEvent(EventId(event), StreamId(stream)));
 }
 
 int32_t ApiWaitEvent(void* ctx, int32_t stream, int32_t event) {
-  return Result(ctx, Self(ctx)->device()->WaitEvent(stream, event));
+  return Result(ctx, Self(ctx)->device()->WaitEvent(StreamId(stream), EventId(event)));
 }
 
 int32_t ApiCopy(void* ctx, int32_t stream, const dmalab_mem* dst, const dmalab_mem* src,
                 const char* label) {
   if (dst == nullptr) return NullArgument(ctx, "copy", "dst");
   if (src == nullptr) return NullArgument(ctx, "copy", "src");
-  return Result(ctx, Self(ctx)->device()->Copy(stream, ToMem(dst), ToMem(src), Label(label)));
+  return Result(ctx,
+                Self(ctx)->device()->Copy(StreamId(stream), ToMem(dst), ToMem(src), Label(label)));
 }
 
 int32_t ApiReduce(void* ctx, int32_t stream, int32_t dtype, const dmalab_mem* dst,
@@ -160,36 +161,38 @@ int32_t ApiReduce(void* ctx, int32_t stream, int32_t dtype, const dmalab_mem* ds
   }
   std::vector<Operand> operands;
   for (int32_t i = 0; i < n_terms; ++i) operands.push_back(Operand{ToMem(&terms[i])});
-  return Result(ctx, Self(ctx)->device()->Reduce(stream, *t, Operand{ToMem(dst)}, operands, elems,
-                                                 Label(label)));
+  return Result(ctx, Self(ctx)->device()->Reduce(StreamId(stream), *t, Operand{ToMem(dst)},
+                                                 operands, elems, Label(label)));
 }
 
 int32_t ApiSignalFlag(void* ctx, int32_t stream, const dmalab_mem* counter,
                       const dmalab_mem* peer_flag, const char* label) {
   if (counter == nullptr) return NullArgument(ctx, "signal_flag", "counter");
   if (peer_flag == nullptr) return NullArgument(ctx, "signal_flag", "peer_flag");
-  return Result(
-      ctx, Self(ctx)->device()->SignalFlag(stream, ToMem(counter), ToMem(peer_flag), Label(label)));
+  return Result(ctx, Self(ctx)->device()->SignalFlag(StreamId(stream), ToMem(counter),
+                                                     ToMem(peer_flag), Label(label)));
 }
 
 int32_t ApiWaitFlag(void* ctx, int32_t stream, const dmalab_mem* expected, const dmalab_mem* flag,
                     const char* label) {
   if (expected == nullptr) return NullArgument(ctx, "wait_flag", "expected");
   if (flag == nullptr) return NullArgument(ctx, "wait_flag", "flag");
-  return Result(ctx,
-                Self(ctx)->device()->WaitFlag(stream, ToMem(expected), ToMem(flag), Label(label)));
+  return Result(ctx, Self(ctx)->device()->WaitFlag(StreamId(stream), ToMem(expected), ToMem(flag),
+                                                   Label(label)));
 }
 
 int32_t ApiWriteValue(void* ctx, int32_t stream, const dmalab_mem* dst, uint64_t value,
                       const char* label) {
   if (dst == nullptr) return NullArgument(ctx, "write_value", "dst");
-  return Result(ctx, Self(ctx)->device()->WriteValue(stream, ToMem(dst), value, Label(label)));
+  return Result(ctx,
+                Self(ctx)->device()->WriteValue(StreamId(stream), ToMem(dst), value, Label(label)));
 }
 
 int32_t ApiWaitValue(void* ctx, int32_t stream, const dmalab_mem* flag, uint64_t value,
                      const char* label) {
   if (flag == nullptr) return NullArgument(ctx, "wait_value", "flag");
-  return Result(ctx, Self(ctx)->device()->WaitValue(stream, ToMem(flag), value, Label(label)));
+  return Result(ctx,
+                Self(ctx)->device()->WaitValue(StreamId(stream), ToMem(flag), value, Label(label)));
 }
 
 int32_t ApiWrite(void* ctx, const dmalab_mem* dst, const void* bytes, uint64_t n) {
@@ -219,12 +222,12 @@ int32_t ApiCaptureGraph(void* ctx, int32_t (*body)(void* user), void* user, int3
         absl::StrCat("capture_graph: the body failed: ", Self(ctx)->last_device_error()));
   });
   if (!g.ok()) return Result(ctx, g.status());
-  *graph = *g;
+  *graph = g->value();
   return DMALAB_OK;
 }
 
 int32_t ApiLaunchGraph(void* ctx, int32_t graph) {
-  return Result(ctx, Self(ctx)->device()->LaunchGraph(graph));
+  return Result(ctx, Self(ctx)->device()->LaunchGraph(GraphId(graph)));
 }
 
 int32_t ApiIsCapturing(void* ctx) {
@@ -233,7 +236,7 @@ int32_t ApiIsCapturing(void* ctx) {
 }
 
 void* ApiNativeStream(void* ctx, int32_t stream) {
-  return Self(ctx)->device()->NativeStream(stream);
+  return Self(ctx)->device()->NativeStream(StreamId(stream));
 }
 
 void* ApiNativePointer(void* ctx, const dmalab_mem* mem) {

@@ -77,7 +77,7 @@ struct CapturedAllReduce {
 };
 
 struct CapturedGraph {
-  GraphId id = -1;
+  GraphId id;
   std::vector<CapturedAllReduce> all_reduces;
 };
 

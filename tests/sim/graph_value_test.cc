@@ -153,7 +153,8 @@ TEST(SimGraphTest, CaptureRefusesAllocationHostAccessAndOutsideEvents) {
   EXPECT_EQ(error_of([&] { return d.WaitEvent(d.ComputeStream(1), outside); }),
             "wait on event 0 during graph capture: the event was not recorded in this capture (a "
             "graph can only depend on work it contains)");
-  EXPECT_EQ(d.LaunchGraph(7).message(), "launch graph: graph 7 does not exist (0 captured)");
+  EXPECT_EQ(d.LaunchGraph(GraphId(7)).message(),
+            "launch graph: graph 7 does not exist (0 captured)");
   // After the refusals the device works as before.
   ASSERT_TRUE(d.Write(m, Bytes(64, 9)).ok());
   EXPECT_EQ(ReadBytes(d, m), Bytes(64, 9));
