@@ -18,6 +18,10 @@ std::string_view FindingKindName(FindingKind kind) {
       return "deadlock";
     case FindingKind::kShadowUnknownWord:
       return "shadow-unknown-word";
+    case FindingKind::kForeignAddress:
+      return "foreign_address";
+    case FindingKind::kStaleIpcMapping:
+      return "stale_ipc_mapping";
   }
   return "?";
 }

@@ -19,6 +19,9 @@ enum class FindingKind {
   kOutOfBounds,
   kDeadlock,
   kShadowUnknownWord,  // shadow fidelity: a flag load from a word whose value it cannot know
+  kForeignAddress,     // a rank used another rank's raw address as its own (no IPC mapping)
+  kStaleIpcMapping,    // an IPC mapping opened or used after the exporter freed the allocation
+                       // (or after the opener closed it)
 };
 
 std::string_view FindingKindName(FindingKind kind);
@@ -64,7 +67,7 @@ class FindingLog {
 
  private:
   std::vector<Finding> findings_;
-  static constexpr int kKinds = 6;
+  static constexpr int kKinds = 8;
   int counts_[kKinds] = {};
 };
 

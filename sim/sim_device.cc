@@ -59,7 +59,12 @@ TimedOp::Kind SimDevice::TimedKind(OpKind kind) {
 }
 
 SimDevice::SimDevice(int world, uint64_t seed, Fidelity fidelity)
-    : world_(world), seed_(seed), fidelity_(fidelity), rng_(seed), races_(world) {
+    : world_(world),
+      seed_(seed),
+      fidelity_(fidelity),
+      rng_(seed),
+      ipc_(world, seed ^ 0x6970635f6e6f6e63ull),
+      races_(world) {
   if (fidelity == Fidelity::kShadow) shadow_.resize(world);
   for (int r = 0; r < world; ++r) {
     memory_.emplace_back(r, world, /*with_payload=*/fidelity == Fidelity::kValues);
@@ -82,15 +87,95 @@ uint8_t* SimDevice::HostPtr(const MemRef& m) {
   return p.ok() ? *p : nullptr;
 }
 
-absl::Status SimDevice::CheckMem(const MemRef& m, std::string_view what) const {
+absl::Status SimDevice::CheckMem(MemRef& m, std::string_view what) {
   if (m.rank < 0 || m.rank >= world_) {
     return absl::InvalidArgumentError(
         absl::StrFormat("%s is on rank %d; ranks are 0..%d", what, m.rank, world_ - 1));
   }
+  if (IpcTable::InWindow(m.rank, m.addr)) return ResolveMapping(m, what);
+  if (const int owner = SimMemory::RankOfAddress(m.addr, world_); owner >= 0 && owner != m.rank) {
+    Finding f = NewFinding(FindingKind::kForeignAddress, owner, m.addr, m.end());
+    f.ops = {FindingOp{m.rank, "", context_, ""}};
+    f.message = absl::StrFormat(
+        "rank %d used 0x%x (%s, %d bytes) as an address of its own, but it lies in rank %d's "
+        "address space (%s): a rank reaches a peer's memory only through an IPC mapping it "
+        "opened (ipc_open_mem_handle), never through the peer's raw address; in '%s'",
+        m.rank, m.addr, what, m.bytes, owner, DescribeMemory(owner, m.addr, m.end()), context_);
+    const std::string error = f.message;
+    findings_.Add(std::move(f));
+    return absl::InvalidArgumentError(error);
+  }
   if (absl::Status s = memory_[m.rank].CheckRange(m.addr, m.bytes); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrFormat("%s: %s", what, s.message()));
   }
+  if (m.alloc_id == 0) {
+    // A raw address: its lifetime is the allocation that covers it now.
+    if (const AllocationInfo* a = memory_[m.rank].LiveAt(m.addr)) m.alloc_id = a->id;
+  }
   return absl::OkStatus();
+}
+
+absl::Status SimDevice::ResolveMapping(MemRef& m, std::string_view what) {
+  const IpcMapping* map = ipc_.MappingAt(m.rank, m.addr);
+  if (map == nullptr) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: rank %d address 0x%x lies in the rank's IPC mapping window but in no mapping it "
+        "opened",
+        what, m.rank, m.addr));
+  }
+  const IpcExport& e = ipc_.exported(map->export_id);
+  if (m.end() > map->addr + map->bytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: rank %d [0x%x, 0x%x) reaches past the end of IPC mapping #%d [0x%x, 0x%x) of rank "
+        "%d's allocation #%d '%s'",
+        what, m.rank, m.addr, m.end(), map->id, map->addr, map->addr + map->bytes, e.rank,
+        e.alloc_id, e.tag));
+  }
+  const MemRef owner{e.rank, e.addr + (m.addr - map->addr), m.bytes, e.alloc_id, map->id};
+  if (!map->open) {
+    Finding f = NewFinding(FindingKind::kStaleIpcMapping, e.rank, owner.addr, owner.end());
+    f.mem.via_mapping = map->id;
+    f.ops = {FindingOp{m.rank, "", context_, ""}};
+    f.message = absl::StrFormat(
+        "rank %d used IPC mapping #%d [0x%x, 0x%x) of rank %d's allocation #%d '%s' after it "
+        "closed the mapping (closed by '%s'; opened by '%s'); in '%s'",
+        m.rank, map->id, map->addr, map->addr + map->bytes, e.rank, e.alloc_id, e.tag,
+        map->closed_by, map->opened_by, context_);
+    const std::string error = f.message;
+    findings_.Add(std::move(f));
+    return absl::FailedPreconditionError(error);
+  }
+  CheckExporterAlive(m.rank, *map, owner, "used");
+  m = owner;
+  return absl::OkStatus();
+}
+
+void SimDevice::CheckExporterAlive(int opener, const IpcMapping& map, const MemRef& owner,
+                                   std::string_view verb) {
+  const IpcExport& e = ipc_.exported(map.export_id);
+  const AllocationInfo* a = memory_[e.rank].Find(e.alloc_id);
+  if (a != nullptr && a->live) return;
+  Finding f = NewFinding(FindingKind::kStaleIpcMapping, e.rank, owner.addr, owner.end());
+  f.mem.via_mapping = map.id;
+  f.ops = {FindingOp{opener, "", context_, ""}};
+  std::string freed =
+      a != nullptr ? absl::StrFormat("freed by '%s'", a->freed_by) : std::string("freed long ago");
+  f.message = absl::StrFormat(
+      "rank %d %s IPC mapping #%d of rank %d's allocation #%d '%s' (exported by '%s', opened by "
+      "'%s') after rank %d freed it (%s); the exporter's free does not wait for its peers' "
+      "mappings",
+      opener, verb, map.id, e.rank, e.alloc_id, e.tag, e.by, map.opened_by, e.rank, freed);
+  if (const AllocationInfo* now = memory_[e.rank].LiveAt(owner.addr)) {
+    // The aiter#3838 corruption: the caching allocator handed the block to another tensor.
+    f.alloc_tag = now->tag;
+    f.mem.alloc_id = now->id;
+    absl::StrAppendFormat(&f.message,
+                          "; the bytes [0x%x, 0x%x) now belong to rank %d's allocation #%d '%s', "
+                          "which this access reaches instead",
+                          owner.addr, owner.end(), e.rank, now->id, now->tag);
+  }
+  absl::StrAppendFormat(&f.message, "; in '%s'", context_);
+  findings_.Add(std::move(f));
 }
 
 absl::Status SimDevice::RefuseDuringCapture(std::string_view what) const {
@@ -149,7 +234,7 @@ absl::StatusOr<EventId> SimDevice::CreateEvent(int rank) {
     return absl::InvalidArgumentError(
         absl::StrFormat("create event: rank is %d; ranks are 0..%d", rank, world_ - 1));
   }
-  events_.push_back(Event{rank, 0, 0, {}, {}});
+  events_.push_back(Event{rank, 0, 0, {}, {}, {}});
   return EventId(static_cast<int32_t>(events_.size() - 1));
 }
 
@@ -191,6 +276,14 @@ absl::Status SimDevice::RecordEvent(EventId event, StreamId stream) {
   if (event.value() < 0 || event.value() >= static_cast<int32_t>(events_.size())) {
     return absl::InvalidArgumentError(absl::StrFormat("record: event %d does not exist", event));
   }
+  const Event& e = events_[event.value()];
+  const int rank = streams_[stream.value()].rank;
+  if (e.rank != rank && !e.openers.contains(rank)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "record: event %d belongs to rank %d, stream '%s' to rank %d; an event is recorded on "
+        "its own device's streams (a GPU refuses this)",
+        event, e.rank, streams_[stream.value()].name, rank));
+  }
   Op op;
   op.kind = OpKind::kRecord;
   op.event = event;
@@ -219,21 +312,23 @@ absl::Status SimDevice::WaitEvent(StreamId stream, EventId event) {
   return Enqueue(stream, std::move(op), absl::StrCat("wait ev", event.value()));
 }
 
-absl::Status SimDevice::Copy(StreamId stream, const MemRef& dst, const MemRef& src,
+absl::Status SimDevice::Copy(StreamId stream, const MemRef& dst_view, const MemRef& src_view,
                              std::string_view label) {
   if (absl::Status s = CheckStream(stream); !s.ok()) return s;
-  if (dst.bytes != src.bytes) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "copy '%s': dst is %d bytes, src is %d; must match", label, dst.bytes, src.bytes));
+  if (dst_view.bytes != src_view.bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("copy '%s': dst is %d bytes, src is %d; must match", label, dst_view.bytes,
+                        src_view.bytes));
   }
+  MemRef dst = dst_view, src = src_view;
+  if (absl::Status s = CheckMem(dst, "copy dst"); !s.ok()) return s;
+  if (absl::Status s = CheckMem(src, "copy src"); !s.ok()) return s;
   const int rank = streams_[stream.value()].rank;
   if (dst.rank != rank && src.rank != rank) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "copy '%s': stream is on rank %d, dst on %d, src on %d; one must be the stream's rank",
         label, rank, dst.rank, src.rank));
   }
-  if (absl::Status s = CheckMem(dst, "copy dst"); !s.ok()) return s;
-  if (absl::Status s = CheckMem(src, "copy src"); !s.ok()) return s;
   Op op;
   op.kind = OpKind::kCopy;
   op.dst = dst;
@@ -247,23 +342,24 @@ absl::Status SimDevice::Reduce(StreamId stream, DType dtype, const Operand& dst,
   if (absl::Status s = CheckStream(stream); !s.ok()) return s;
   if (absl::Status s = ValidateReduce(dtype, dst, terms, elems); !s.ok()) return s;
   const int rank = streams_[stream.value()].rank;
-  std::vector<const Operand*> operands = {&dst};
-  for (const Operand& t : terms) operands.push_back(&t);
-  for (const Operand* o : operands) {
-    if (o->mem.rank != rank) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "reduce '%s': an operand is on rank %d; kernels on rank %d read and write only its "
-          "own memory",
-          label, o->mem.rank, rank));
-    }
-    if (absl::Status s = CheckMem(o->mem, "reduce operand"); !s.ok()) return s;
-  }
   Op op;
   op.kind = OpKind::kReduce;
   op.dtype = dtype;
   op.dst_operand = dst;
   op.terms.assign(terms.begin(), terms.end());
   op.elems = elems;
+  std::vector<Operand*> operands = {&op.dst_operand};
+  for (Operand& t : op.terms) operands.push_back(&t);
+  for (Operand* o : operands) {
+    if (o->mem.rank != rank) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "reduce '%s': an operand is on rank %d; kernels on rank %d read and write only its "
+          "own memory and the peers' memory it mapped",
+          label, o->mem.rank, rank));
+    }
+    // A mapping the stream's rank opened resolves to the owner's bytes: kernels may use it.
+    if (absl::Status s = CheckMem(o->mem, "reduce operand"); !s.ok()) return s;
+  }
   return Enqueue(stream, std::move(op), label);
 }
 
@@ -274,12 +370,12 @@ absl::Status SimDevice::SignalFlag(StreamId stream, const MemRef& counter, const
     return absl::InvalidArgumentError(
         absl::StrFormat("signal '%s': counter and flag must be 8 bytes", label));
   }
-  if (absl::Status s = CheckMem(counter, "signal counter"); !s.ok()) return s;
-  if (absl::Status s = CheckMem(peer_flag, "signal flag"); !s.ok()) return s;
   Op op;
   op.kind = OpKind::kSignal;
   op.dst = counter;
   op.src = peer_flag;
+  if (absl::Status s = CheckFlagWord(op.dst, "signal counter", label); !s.ok()) return s;
+  if (absl::Status s = CheckFlagWord(op.src, "signal flag", label); !s.ok()) return s;
   return Enqueue(stream, std::move(op), label);
 }
 
@@ -290,49 +386,59 @@ absl::Status SimDevice::WaitFlag(StreamId stream, const MemRef& expected, const 
     return absl::InvalidArgumentError(
         absl::StrFormat("wait '%s': expected and flag must be 8 bytes", label));
   }
-  if (absl::Status s = CheckMem(expected, "wait expected"); !s.ok()) return s;
-  if (absl::Status s = CheckMem(flag, "wait flag"); !s.ok()) return s;
   Op op;
   op.kind = OpKind::kWaitFlag;
   op.dst = expected;
   op.src = flag;
+  if (absl::Status s = CheckFlagWord(op.dst, "wait expected", label); !s.ok()) return s;
+  if (absl::Status s = CheckFlagWord(op.src, "wait flag", label); !s.ok()) return s;
   return Enqueue(stream, std::move(op), label);
 }
 
-absl::Status SimDevice::CheckValueFlag(StreamId stream, const MemRef& flag, std::string_view what,
-                                       std::string_view label) const {
+absl::Status SimDevice::CheckValueFlag(StreamId stream, MemRef& flag, std::string_view what,
+                                       std::string_view label) {
   if (absl::Status s = CheckStream(stream); !s.ok()) return s;
   if (flag.bytes != 8) {
     return absl::InvalidArgumentError(
         absl::StrFormat("%s '%s': the flag must be 8 bytes, is %d", what, label, flag.bytes));
   }
-  return CheckMem(flag, absl::StrFormat("%s flag", what));
+  return CheckFlagWord(flag, absl::StrFormat("%s flag", what), label);
+}
+
+absl::Status SimDevice::CheckFlagWord(MemRef& word, std::string_view what, std::string_view label) {
+  if (word.addr % 8 != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s of '%s' is at 0x%x on rank %d: flag words are 8-byte aligned (a GPU faults on a "
+        "misaligned 64-bit atomic)",
+        what, label, word.addr, word.rank));
+  }
+  return CheckMem(word, what);
 }
 
 absl::Status SimDevice::WriteValue(StreamId stream, const MemRef& dst, uint64_t value,
                                    std::string_view label) {
-  if (absl::Status s = CheckValueFlag(stream, dst, "write value", label); !s.ok()) return s;
   Op op;
   op.kind = OpKind::kWriteValue;
   op.src = dst;
   op.wait_target = value;
+  if (absl::Status s = CheckValueFlag(stream, op.src, "write value", label); !s.ok()) return s;
   return Enqueue(stream, std::move(op), label);
 }
 
 absl::Status SimDevice::WaitValue(StreamId stream, const MemRef& flag, uint64_t value,
                                   std::string_view label) {
-  if (absl::Status s = CheckValueFlag(stream, flag, "wait value", label); !s.ok()) return s;
-  if (flag.rank != streams_[stream.value()].rank) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("wait value '%s': the flag is on rank %d, the stream on rank %d; a wait "
-                        "reads its own rank's memory",
-                        label, flag.rank, streams_[stream.value()].rank));
-  }
   Op op;
   op.kind = OpKind::kWaitValue;
   op.src = flag;
   op.wait_target = value;
   op.wait_armed = true;
+  if (absl::Status s = CheckValueFlag(stream, op.src, "wait value", label); !s.ok()) return s;
+  if (op.src.rank != streams_[stream.value()].rank) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("wait value '%s': the flag is on rank %d, the stream on rank %d; a wait "
+                        "reads its own rank's memory",
+                        label, op.src.rank, streams_[stream.value()].rank));
+  }
   return Enqueue(stream, std::move(op), label);
 }
 
@@ -490,7 +596,9 @@ void SimDevice::Access(StreamId sid, const Op& op, const MemRef& m, bool write) 
 }
 
 void SimDevice::CheckLifetime(int64_t op_id, const MemRef& m) {
-  if (m.alloc_id == 0) return;
+  // Through an IPC mapping the owner's allocation was checked when the op was enqueued (a stale
+  // mapping); a free that runs unordered with the op is a race.
+  if (m.alloc_id == 0 || m.via_mapping != 0) return;
   const AllocationInfo* a = memory_[m.rank].Find(m.alloc_id);
   if (a == nullptr) {
     if (memory_[m.rank].FreedLongAgo(m.alloc_id)) {
@@ -631,8 +739,7 @@ std::string SimDevice::DeadlockReport() {
   return text;
 }
 
-absl::Status SimDevice::Synchronize() {
-  if (absl::Status s = RefuseDuringCapture("synchronize"); !s.ok()) return s;
+void SimDevice::RunReady() {
   std::vector<StreamId> ready;
   while (pending_ > 0) {
     ready.clear();
@@ -641,32 +748,142 @@ absl::Status SimDevice::Synchronize() {
       Stream& s = streams_[sid.value()];
       if (!s.queue.empty() && Ready(s, s.queue.front())) ready.push_back(sid);
     }
-    if (ready.empty()) {
-      std::string report = DeadlockReport();
-      Finding f;
-      f.kind = FindingKind::kDeadlock;
-      f.message = report;
-      for (const Stream& s : streams_) {
-        if (s.queue.empty()) continue;
-        if (f.rank < 0) f.rank = s.rank;
-        f.ops.push_back(OpOf(s.queue.front().id, ""));
-      }
-      findings_.Add(std::move(f));
-      for (Stream& s : streams_) s.queue.clear();
-      pending_ = 0;
-      if (timing_) timing_->Synchronize();  // what did run is still timed
-      return absl::FailedPreconditionError(absl::StrCat(report, " (seed ", seed_, ")"));
-    }
+    if (ready.empty()) return;
     const StreamId pick = ready[rng_() % ready.size()];
     Execute(pick, streams_[pick.value()].queue.front());
     streams_[pick.value()].queue.pop_front();
     --pending_;
+  }
+}
+
+absl::Status SimDevice::Synchronize() {
+  if (absl::Status s = RefuseDuringCapture("synchronize"); !s.ok()) return s;
+  RunReady();
+  if (pending_ > 0) {
+    std::string report = DeadlockReport();
+    Finding f;
+    f.kind = FindingKind::kDeadlock;
+    f.message = report;
+    for (const Stream& s : streams_) {
+      if (s.queue.empty()) continue;
+      if (f.rank < 0) f.rank = s.rank;
+      f.ops.push_back(OpOf(s.queue.front().id, ""));
+    }
+    findings_.Add(std::move(f));
+    for (Stream& s : streams_) s.queue.clear();
+    pending_ = 0;
+    if (timing_) timing_->Synchronize();  // what did run is still timed
+    return absl::FailedPreconditionError(absl::StrCat(report, " (seed ", seed_, ")"));
   }
   for (const Stream& s : streams_) host_clock_.Join(s.clock);
   host_clock_.Tick(kHostTimeline);
   if (timing_) timing_->Synchronize();
   return absl::OkStatus();
 }
+
+absl::StatusOr<IpcHandle> SimDevice::ExportMemory(const MemRef& allocation) {
+  if (allocation.rank < 0 || allocation.rank >= world_) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("ipc export: rank is %d; ranks are 0..%d", allocation.rank, world_ - 1));
+  }
+  const AllocationInfo* a = memory_[allocation.rank].LiveAt(allocation.addr);
+  if (a == nullptr || a->addr != allocation.addr) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "ipc export: rank %d 0x%x is not the start of a live allocation of the rank (export an "
+        "allocation as allocate returned it; a mapping of a peer's memory cannot be exported "
+        "again)",
+        allocation.rank, allocation.addr));
+  }
+  IpcExport e;
+  e.rank = a->rank;
+  e.alloc_id = a->id;
+  e.addr = a->addr;
+  e.bytes = a->bytes;
+  e.tag = a->tag;
+  e.by = context_;
+  absl::StatusOr<IpcHandleBytes> h = ipc_.Export(e);
+  if (!h.ok()) return h.status();
+  return IpcHandle{*h};
+}
+
+absl::StatusOr<MemRef> SimDevice::OpenMemory(int rank, const IpcHandle& handle) {
+  if (rank < 0 || rank >= world_) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("ipc open: rank is %d; ranks are 0..%d", rank, world_ - 1));
+  }
+  absl::StatusOr<uint64_t> id = ipc_.Decode(handle.bytes, /*events=*/false);
+  if (!id.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("ipc open on rank %d: %s", rank, id.status().message()));
+  }
+  const IpcExport& e = ipc_.exported(*id);
+  if (e.rank == rank) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "ipc open on rank %d: the handle is the rank's own allocation #%d '%s'; a process maps "
+        "only its peers' memory (CUDA refuses this too): use the allocation itself",
+        rank, e.alloc_id, e.tag));
+  }
+  absl::StatusOr<const IpcMapping*> map = ipc_.Map(rank, *id, context_);
+  if (!map.ok()) return map.status();
+  const MemRef owner{e.rank, e.addr, e.bytes, e.alloc_id, (*map)->id};
+  CheckExporterAlive(rank, **map, owner, "opened");
+  return MemRef{rank, (*map)->addr, (*map)->bytes, 0, 0};
+}
+
+absl::Status SimDevice::CloseMemory(const MemRef& mapping) {
+  if (mapping.rank < 0 || mapping.rank >= world_) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("ipc close: rank is %d; ranks are 0..%d", mapping.rank, world_ - 1));
+  }
+  if (absl::Status s = ipc_.Unmap(mapping.rank, mapping.addr, context_); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("ipc close: ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<IpcHandle> SimDevice::ExportEvent(EventId event) {
+  if (event.value() < 0 || event.value() >= static_cast<int32_t>(events_.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("ipc event export: event %d does not exist", event));
+  }
+  IpcExport e;
+  e.rank = events_[event.value()].rank;
+  e.event = event.value();
+  e.by = context_;
+  absl::StatusOr<IpcHandleBytes> h = ipc_.Export(e);
+  if (!h.ok()) return h.status();
+  return IpcHandle{*h};
+}
+
+absl::StatusOr<EventId> SimDevice::OpenEvent(int rank, const IpcHandle& handle) {
+  if (rank < 0 || rank >= world_) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("ipc event open: rank is %d; ranks are 0..%d", rank, world_ - 1));
+  }
+  absl::StatusOr<uint64_t> id = ipc_.Decode(handle.bytes, /*events=*/true);
+  if (!id.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("ipc event open on rank %d: %s", rank, id.status().message()));
+  }
+  const EventId event(ipc_.exported(*id).event);
+  events_[event.value()].openers.insert(rank);
+  return event;
+}
+
+absl::StatusOr<bool> SimDevice::RankIdle(int rank) {
+  if (absl::Status s = RefuseDuringCapture("synchronize"); !s.ok()) return s;
+  RunReady();
+  for (const Stream& s : streams_) {
+    if (s.rank == rank && !s.queue.empty()) return false;
+  }
+  for (const Stream& s : streams_) {
+    if (s.rank == rank) host_clock_.Join(s.clock);
+  }
+  host_clock_.Tick(kHostTimeline);
+  return true;
+}
+
+int64_t SimDevice::LiveAllocations(int rank) const { return memory_[rank].LiveCount(); }
 
 absl::Status SimDevice::SetTopology(const Topology* topology) {
   if (topology == nullptr) {
@@ -734,9 +951,10 @@ void SimDevice::Time(StreamId sid, const Op& op) {
   timing_->Executed(t);
 }
 
-absl::Status SimDevice::Write(const MemRef& dst, absl::Span<const uint8_t> bytes) {
+absl::Status SimDevice::Write(const MemRef& dst_view, absl::Span<const uint8_t> bytes) {
   if (absl::Status s = RefuseDuringCapture("write"); !s.ok()) return s;
   if (absl::Status s = Synchronize(); !s.ok()) return s;
+  MemRef dst = dst_view;
   if (absl::Status s = CheckMem(dst, "write dst"); !s.ok()) return s;
   if (bytes.size() != dst.bytes) {
     return absl::InvalidArgumentError(
@@ -761,7 +979,7 @@ absl::Status SimDevice::Write(const MemRef& dst, absl::Span<const uint8_t> bytes
   return absl::OkStatus();
 }
 
-absl::Status SimDevice::CheckShadowCall(std::string_view what, const MemRef& m) const {
+absl::Status SimDevice::CheckShadowCall(std::string_view what, MemRef& m) {
   if (fidelity_ != Fidelity::kShadow) {
     return absl::FailedPreconditionError(
         absl::StrFormat("%s: the simulator runs in the values fidelity; it keeps bytes, not "
@@ -771,9 +989,10 @@ absl::Status SimDevice::CheckShadowCall(std::string_view what, const MemRef& m) 
   return CheckMem(m, what);
 }
 
-absl::Status SimDevice::WriteShadow(const MemRef& dst, uint64_t content) {
+absl::Status SimDevice::WriteShadow(const MemRef& dst_view, uint64_t content) {
   if (absl::Status s = RefuseDuringCapture("shadow write"); !s.ok()) return s;
   if (absl::Status s = Synchronize(); !s.ok()) return s;
+  MemRef dst = dst_view;
   if (absl::Status s = CheckShadowCall("shadow write dst", dst); !s.ok()) return s;
   CheckLifetime(-1, dst);
   races_.Write(dst.rank, dst.addr, dst.end(),
@@ -782,9 +1001,10 @@ absl::Status SimDevice::WriteShadow(const MemRef& dst, uint64_t content) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Provenance> SimDevice::ReadProvenance(const MemRef& src) {
+absl::StatusOr<Provenance> SimDevice::ReadProvenance(const MemRef& src_view) {
   if (absl::Status s = RefuseDuringCapture("provenance read"); !s.ok()) return s;
   if (absl::Status s = Synchronize(); !s.ok()) return s;
+  MemRef src = src_view;
   if (absl::Status s = CheckShadowCall("provenance read src", src); !s.ok()) return s;
   CheckLifetime(-1, src);
   races_.Read(src.rank, src.addr, src.end(),
@@ -792,9 +1012,10 @@ absl::StatusOr<Provenance> SimDevice::ReadProvenance(const MemRef& src) {
   return shadow_[src.rank].Get(src.addr, src.end());
 }
 
-absl::Status SimDevice::Read(const MemRef& src, absl::Span<uint8_t> bytes) {
+absl::Status SimDevice::Read(const MemRef& src_view, absl::Span<uint8_t> bytes) {
   if (absl::Status s = RefuseDuringCapture("read"); !s.ok()) return s;
   if (absl::Status s = Synchronize(); !s.ok()) return s;
+  MemRef src = src_view;
   if (absl::Status s = CheckMem(src, "read src"); !s.ok()) return s;
   if (bytes.size() != src.bytes) {
     return absl::InvalidArgumentError(absl::StrFormat(

@@ -31,6 +31,7 @@
 #include "common/core/device.h"
 #include "common/core/provenance.h"
 #include "sim/finding.h"
+#include "sim/ipc_table.h"
 #include "sim/race_checker.h"
 #include "sim/shadow_memory.h"
 #include "sim/sim_memory.h"
@@ -100,6 +101,21 @@ class SimDevice : public Device {
   absl::StatusOr<GraphId> CaptureGraph(const std::function<absl::Status()>& body) override;
   absl::Status LaunchGraph(GraphId graph) override;
 
+  // IPC (sim/ipc_table.h): per-rank address spaces, handles as opaque blobs, mappings whose
+  // lifetime is checked against the owner's allocation.
+  bool SupportsIpc() const override { return true; }
+  absl::StatusOr<IpcHandle> ExportMemory(const MemRef& allocation) override;
+  absl::StatusOr<MemRef> OpenMemory(int rank, const IpcHandle& handle) override;
+  absl::Status CloseMemory(const MemRef& mapping) override;
+  absl::StatusOr<IpcHandle> ExportEvent(EventId event) override;
+  absl::StatusOr<EventId> OpenEvent(int rank, const IpcHandle& handle) override;
+  // Runs every operation that can run; never reports a deadlock (other ranks' host threads may
+  // still enqueue what the rank's work waits for).
+  absl::StatusOr<bool> RankIdle(int rank) override;
+  // IPC mappings `rank` holds open; live allocations on `rank`.
+  int64_t OpenMappings(int rank) const { return ipc_.OpenMappings(rank); }
+  int64_t LiveAllocations(int rank) const;
+
   Fidelity fidelity() const { return fidelity_; }
 
   uint64_t seed() const { return seed_; }
@@ -156,6 +172,7 @@ class SimDevice : public Device {
     uint64_t completed = 0;                  // latest record executed
     std::map<uint64_t, VectorClock> clocks;  // per executed record still needed by a wait
     std::map<uint64_t, int> waiting;         // pending waits per record number
+    std::set<int> openers;                   // peers that opened it through an IPC handle
   };
   // Drops the clocks of records no wait can still read: older than the latest executed record
   // (later waits name a later one) and not named by a pending wait. Keeps memory flat.
@@ -177,13 +194,25 @@ class SimDevice : public Device {
   absl::Status RefuseDuringCapture(std::string_view what) const;
   // The fork and join events LaunchGraph uses on `rank` / after `stream`.
   absl::StatusOr<EventId> LaunchEvent(std::map<int, EventId>& pool, int key, int rank);
-  absl::Status CheckMem(const MemRef& m, std::string_view what) const;
+  // Validates a view a caller passed and resolves it in place to the bytes it reaches: through
+  // an IPC mapping, the owner's (a stale mapping is a finding); another rank's raw address is a
+  // foreign_address finding and an error; a view without an allocation id gets the id of the
+  // live allocation that covers it, so later frees are checked against it.
+  absl::Status CheckMem(MemRef& m, std::string_view what);
+  absl::Status ResolveMapping(MemRef& m, std::string_view what);
+  // A stale_ipc_mapping finding when the allocation behind `map` was freed.
+  void CheckExporterAlive(int opener, const IpcMapping& map, const MemRef& owner,
+                          std::string_view verb);
+  // An 8-byte aligned flag word, resolved as CheckMem does.
+  absl::Status CheckFlagWord(MemRef& word, std::string_view what, std::string_view label);
   // The stream exists and `flag` is a valid 8-byte word, for WriteValue and WaitValue.
-  absl::Status CheckValueFlag(StreamId stream, const MemRef& flag, std::string_view what,
-                              std::string_view label) const;
+  absl::Status CheckValueFlag(StreamId stream, MemRef& flag, std::string_view what,
+                              std::string_view label);
   absl::Status Enqueue(StreamId s, Op op, std::string_view label);
   int Timeline(StreamId s) const { return s.value() + 1; }
   bool Ready(Stream& s, Op& op);
+  // Executes ready operations, the seed picking among them, until none is ready.
+  void RunReady();
   void Execute(StreamId sid, Op& op);
   void Access(StreamId sid, const Op& op, const MemRef& m, bool write);
   void CheckLifetime(int64_t op_id, const MemRef& m);
@@ -198,7 +227,7 @@ class SimDevice : public Device {
   void ShadowCopy(const Op& op);
   void ShadowReduce(const Op& op);
   void ShadowStoreU64(const MemRef& m, uint64_t v);
-  absl::Status CheckShadowCall(std::string_view what, const MemRef& m) const;
+  absl::Status CheckShadowCall(std::string_view what, MemRef& m);
   std::string DeadlockReport();
   static TimedOp::Kind TimedKind(OpKind kind);
   void Time(StreamId sid, const Op& op);
@@ -208,6 +237,7 @@ class SimDevice : public Device {
   Fidelity fidelity_;
   std::mt19937_64 rng_;
   std::vector<SimMemory> memory_;
+  IpcTable ipc_;
   std::vector<ShadowMemory> shadow_;  // shadow fidelity: per rank
   std::set<std::pair<int, uint64_t>> unknown_words_reported_;
   std::vector<Stream> streams_;

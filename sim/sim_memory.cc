@@ -20,7 +20,14 @@ SimMemory::SimMemory(int rank, int world, bool with_payload)
     : rank_(rank),
       world_(world),
       with_payload_(with_payload),
-      next_id_(static_cast<uint64_t>(rank) + 1) {}
+      next_id_(static_cast<uint64_t>(rank) + 1),
+      next_segment_addr_(RankBase(rank)) {}
+
+int SimMemory::RankOfAddress(uint64_t addr, int world) {
+  if (addr < kBaseAddress) return -1;
+  const uint64_t rank = (addr - kBaseAddress) / kRankSpan;
+  return rank < static_cast<uint64_t>(world) ? static_cast<int>(rank) : -1;
+}
 
 void SimMemory::InsertFree(uint64_t addr) { free_.insert({blocks_.at(addr).bytes, addr}); }
 void SimMemory::EraseFree(uint64_t addr) { free_.erase({blocks_.at(addr).bytes, addr}); }
@@ -63,6 +70,7 @@ absl::StatusOr<MemRef> SimMemory::Allocate(uint64_t bytes, std::string_view tag)
   next_id_ += world_;
   blocks_.at(addr).alloc_id = id;
   allocations_[id] = AllocationInfo{id, rank_, addr, bytes, std::string(tag), true, ""};
+  ++live_count_;
   return MemRef{rank_, addr, bytes, id};
 }
 
@@ -76,6 +84,7 @@ absl::Status SimMemory::Free(const MemRef& m, std::string_view context) {
   }
   AllocationInfo& info = allocations_.at(m.alloc_id);
   info.live = false;
+  --live_count_;
   info.freed_by = std::string(context);
   if (freed_ring_.size() < kFreedRecordsKept) {
     freed_ring_.push_back(m.alloc_id);

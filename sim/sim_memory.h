@@ -55,12 +55,25 @@ class SimMemory {
   // Ids whose records were dropped since the last call.
   std::vector<uint64_t> TakeDroppedIds() { return std::exchange(dropped_, {}); }
   static constexpr size_t kFreedRecordsKept = size_t{1} << 16;
+  // Allocations handed out and not freed.
+  int64_t LiveCount() const { return live_count_; }
   // The live allocation whose block covers addr, if any.
   const AllocationInfo* LiveAt(uint64_t addr) const;
 
   static constexpr uint64_t kBlockAlign = 512;
   static constexpr uint64_t kSegmentAlign = 2ull << 20;
   static constexpr uint64_t kBaseAddress = 0x7f0000000000ull;
+  // Each rank's addresses lie in its own terabyte from RankBase(rank), as each GPU's do in a
+  // unified address space: an address of one rank is never valid on another, so a raw peer
+  // address used as one's own is caught (foreign_address). Allocations grow from the base; IPC
+  // mappings a rank opens lie in the upper half (kMappingWindowOffset).
+  static constexpr uint64_t kRankSpan = uint64_t{1} << 40;
+  static constexpr uint64_t kMappingWindowOffset = kRankSpan / 2;
+  static constexpr uint64_t RankBase(int rank) {
+    return kBaseAddress + static_cast<uint64_t>(rank) * kRankSpan;
+  }
+  // The rank whose address space holds addr, or -1 when none of `world` ranks' does.
+  static int RankOfAddress(uint64_t addr, int world);
 
  private:
   struct Segment {
@@ -79,7 +92,7 @@ class SimMemory {
   int world_;
   bool with_payload_;
   uint64_t next_id_;
-  uint64_t next_segment_addr_ = kBaseAddress;
+  uint64_t next_segment_addr_;
   std::map<uint64_t, Segment> segments_;            // by start address
   std::map<uint64_t, Block> blocks_;                // by start address
   std::set<std::pair<uint64_t, uint64_t>> free_;    // (bytes, addr), best fit
@@ -88,6 +101,7 @@ class SimMemory {
   std::vector<uint64_t> freed_ring_;
   size_t freed_next_ = 0;
   std::vector<uint64_t> dropped_;
+  int64_t live_count_ = 0;
 };
 
 }  // namespace dmalab

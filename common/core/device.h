@@ -6,6 +6,7 @@
 #ifndef DMALAB_COMMON_CORE_DEVICE_H_
 #define DMALAB_COMMON_CORE_DEVICE_H_
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -43,6 +44,13 @@ uint64_t EncodedBytes(Codec codec, DType dtype, int64_t elems);
 struct Operand {
   MemRef mem;
   Codec codec = Codec::kPlain;
+};
+
+// An inter-process handle (memory or event), as CUDA's cudaIpcMemHandle_t: 64 opaque bytes that
+// one rank exports and passes to its peers through any channel.
+struct IpcHandle {
+  std::array<uint8_t, 64> bytes{};
+  bool operator==(const IpcHandle&) const = default;
 };
 
 class Device {
@@ -147,6 +155,37 @@ class Device {
   }
   virtual absl::Status LaunchGraph(GraphId /*graph*/) {
     return absl::UnimplementedError(absl::StrFormat("device '%s' has no graphs", name()));
+  }
+
+  // IPC, as CUDA's (optional; SupportsIpc() says whether this device has it). A rank reaches a
+  // peer's memory only through a mapping it opened: ExportMemory gives the handle of an
+  // allocation (as Allocate returned it); OpenMemory maps a peer's handle into `rank`'s address
+  // space and returns the mapping, a range on `rank` (at another address than the owner's) whose
+  // bytes are the owner's; CloseMemory ends a mapping. The owner's Free does not wait for its
+  // peers' mappings. ExportEvent and OpenEvent give `rank` a handle to a peer's event.
+  virtual bool SupportsIpc() const { return false; }
+  virtual absl::StatusOr<IpcHandle> ExportMemory(const MemRef& /*allocation*/) {
+    return absl::UnimplementedError(absl::StrFormat("device '%s' has no IPC", name()));
+  }
+  virtual absl::StatusOr<MemRef> OpenMemory(int /*rank*/, const IpcHandle& /*handle*/) {
+    return absl::UnimplementedError(absl::StrFormat("device '%s' has no IPC", name()));
+  }
+  virtual absl::Status CloseMemory(const MemRef& /*mapping*/) {
+    return absl::UnimplementedError(absl::StrFormat("device '%s' has no IPC", name()));
+  }
+  virtual absl::StatusOr<IpcHandle> ExportEvent(EventId /*event*/) {
+    return absl::UnimplementedError(absl::StrFormat("device '%s' has no IPC", name()));
+  }
+  virtual absl::StatusOr<EventId> OpenEvent(int /*rank*/, const IpcHandle& /*handle*/) {
+    return absl::UnimplementedError(absl::StrFormat("device '%s' has no IPC", name()));
+  }
+
+  // Runs what can run without more host calls; true when all work enqueued on `rank`'s streams
+  // has completed. A rank's own host thread polls this where Synchronize would wait, when other
+  // ranks' threads may still have to enqueue what its work waits for (SPMD collectives).
+  virtual absl::StatusOr<bool> RankIdle(int /*rank*/) {
+    if (absl::Status s = Synchronize(); !s.ok()) return s;
+    return true;
   }
 
   // Native handles for collectives that launch their own work (hardware only; the simulator

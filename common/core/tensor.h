@@ -19,10 +19,13 @@ struct MemRef {
   uint64_t addr = 0;
   uint64_t bytes = 0;
   uint64_t alloc_id = 0;  // the allocation this view was made from; 0 when unknown
+  // Set by a device that resolved an IPC mapping: the mapping (its device's number) through
+  // which the owner's bytes [addr, addr + bytes) on `rank` are reached; 0 for direct access.
+  uint64_t via_mapping = 0;
 
   // The sub-range [offset, offset + length) of this one, same allocation.
   MemRef Slice(uint64_t offset, uint64_t length) const {
-    return MemRef{rank, addr + offset, length, alloc_id};
+    return MemRef{rank, addr + offset, length, alloc_id, via_mapping};
   }
   uint64_t end() const { return addr + bytes; }
   bool Overlaps(const MemRef& o) const {
