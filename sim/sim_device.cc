@@ -883,6 +883,26 @@ absl::StatusOr<bool> SimDevice::RankIdle(int rank) {
   return true;
 }
 
+absl::Status SimDevice::CompleteForHost() {
+  if (!rank_host_access_) return Synchronize();
+  RunReady();
+  return absl::OkStatus();
+}
+
+absl::Status SimDevice::WriteRank(const MemRef& dst, absl::Span<const uint8_t> bytes) {
+  rank_host_access_ = true;
+  absl::Status s = Write(dst, bytes);
+  rank_host_access_ = false;
+  return s;
+}
+
+absl::Status SimDevice::ReadRank(const MemRef& src, absl::Span<uint8_t> bytes) {
+  rank_host_access_ = true;
+  absl::Status s = Read(src, bytes);
+  rank_host_access_ = false;
+  return s;
+}
+
 int64_t SimDevice::LiveAllocations(int rank) const { return memory_[rank].LiveCount(); }
 
 absl::Status SimDevice::SetTopology(const Topology* topology) {
@@ -953,7 +973,7 @@ void SimDevice::Time(StreamId sid, const Op& op) {
 
 absl::Status SimDevice::Write(const MemRef& dst_view, absl::Span<const uint8_t> bytes) {
   if (absl::Status s = RefuseDuringCapture("write"); !s.ok()) return s;
-  if (absl::Status s = Synchronize(); !s.ok()) return s;
+  if (absl::Status s = CompleteForHost(); !s.ok()) return s;
   MemRef dst = dst_view;
   if (absl::Status s = CheckMem(dst, "write dst"); !s.ok()) return s;
   if (bytes.size() != dst.bytes) {
@@ -991,7 +1011,7 @@ absl::Status SimDevice::CheckShadowCall(std::string_view what, MemRef& m) {
 
 absl::Status SimDevice::WriteShadow(const MemRef& dst_view, uint64_t content) {
   if (absl::Status s = RefuseDuringCapture("shadow write"); !s.ok()) return s;
-  if (absl::Status s = Synchronize(); !s.ok()) return s;
+  if (absl::Status s = CompleteForHost(); !s.ok()) return s;
   MemRef dst = dst_view;
   if (absl::Status s = CheckShadowCall("shadow write dst", dst); !s.ok()) return s;
   CheckLifetime(-1, dst);
@@ -1003,7 +1023,7 @@ absl::Status SimDevice::WriteShadow(const MemRef& dst_view, uint64_t content) {
 
 absl::StatusOr<Provenance> SimDevice::ReadProvenance(const MemRef& src_view) {
   if (absl::Status s = RefuseDuringCapture("provenance read"); !s.ok()) return s;
-  if (absl::Status s = Synchronize(); !s.ok()) return s;
+  if (absl::Status s = CompleteForHost(); !s.ok()) return s;
   MemRef src = src_view;
   if (absl::Status s = CheckShadowCall("provenance read src", src); !s.ok()) return s;
   CheckLifetime(-1, src);
@@ -1014,7 +1034,7 @@ absl::StatusOr<Provenance> SimDevice::ReadProvenance(const MemRef& src_view) {
 
 absl::Status SimDevice::Read(const MemRef& src_view, absl::Span<uint8_t> bytes) {
   if (absl::Status s = RefuseDuringCapture("read"); !s.ok()) return s;
-  if (absl::Status s = Synchronize(); !s.ok()) return s;
+  if (absl::Status s = CompleteForHost(); !s.ok()) return s;
   MemRef src = src_view;
   if (absl::Status s = CheckMem(src, "read src"); !s.ok()) return s;
   if (bytes.size() != src.bytes) {

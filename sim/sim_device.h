@@ -112,13 +112,15 @@ class SimDevice : public Device {
   // Runs every operation that can run; never reports a deadlock (other ranks' host threads may
   // still enqueue what the rank's work waits for).
   absl::StatusOr<bool> RankIdle(int rank) override;
+  absl::Status WriteRank(const MemRef& dst, absl::Span<const uint8_t> bytes) override;
+  absl::Status ReadRank(const MemRef& src, absl::Span<uint8_t> bytes) override;
   // IPC mappings `rank` holds open; live allocations on `rank`.
   int64_t OpenMappings(int rank) const { return ipc_.OpenMappings(rank); }
   int64_t LiveAllocations(int rank) const;
 
   Fidelity fidelity() const { return fidelity_; }
 
-  uint64_t seed() const { return seed_; }
+  uint64_t seed() const override { return seed_; }
   const FindingLog& findings() const { return findings_; }
   void ClearFindings() { findings_.Clear(); }
   // Operations executed so far.
@@ -213,6 +215,10 @@ class SimDevice : public Device {
   bool Ready(Stream& s, Op& op);
   // Executes ready operations, the seed picking among them, until none is ready.
   void RunReady();
+  // Before host access: completes all work (Synchronize), or, for one rank's host thread
+  // (WriteRank, ReadRank), what can run now.
+  absl::Status CompleteForHost();
+  bool rank_host_access_ = false;
   void Execute(StreamId sid, Op& op);
   void Access(StreamId sid, const Op& op, const MemRef& m, bool write);
   void CheckLifetime(int64_t op_id, const MemRef& m);

@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "common/core/device_finding.h"
 #include "common/core/tensor.h"
 
 namespace dmalab {
@@ -34,6 +35,16 @@ class Collective {
   // Explicit form: writes the sum into caller-owned outs; outs[r] == inputs[r] is in place.
   virtual absl::Status AllReduce(absl::Span<const TensorView> inputs,
                                  absl::Span<const TensorView> outs) = 0;
+
+  // A graph capture that contained calls of this collective has ended (called after the capture,
+  // outside it): a collective may now register the buffers the capture used with its peers.
+  virtual absl::Status CaptureEnded() { return absl::OkStatus(); }
+  // Ends the collective's life (its destroy) while the device is still there, so what it failed
+  // to release can be reported. Calls after Close fail.
+  virtual absl::Status Close() { return absl::OkStatus(); }
+  // What the collective's host side found since the last call (resources leaked at Close or
+  // growing call after call, a bootstrap deadlock), typed as a device's findings.
+  virtual DeviceFindings TakeFindings() { return {}; }
 };
 
 // A failed call's status says whose fault it was (common/scenario/replay.h, IsRejectedArguments):

@@ -61,6 +61,10 @@ class Device {
   virtual int world_size() const = 0;
   // "sim" or "cuda", for reports.
   virtual std::string name() const = 0;
+  // The seed of a deterministic device (the simulator's scheduling seed): host-side choices that
+  // must be reproducible (the interleaving of SPMD ranks' host threads) derive from it. 0 for
+  // other devices.
+  virtual uint64_t seed() const { return 0; }
 
   // Allocates `bytes` on `rank` through the device's caching allocator (freed blocks are
   // reused). `tag` names the allocation in reports.
@@ -186,6 +190,16 @@ class Device {
   virtual absl::StatusOr<bool> RankIdle(int /*rank*/) {
     if (absl::Status s = Synchronize(); !s.ok()) return s;
     return true;
+  }
+
+  // Host access for one rank's host thread of an SPMD collective, after RankIdle(rank) returned
+  // true: like Write and Read, but without waiting for other ranks' work (their host threads may
+  // still have to enqueue what it waits for).
+  virtual absl::Status WriteRank(const MemRef& dst, absl::Span<const uint8_t> bytes) {
+    return Write(dst, bytes);
+  }
+  virtual absl::Status ReadRank(const MemRef& src, absl::Span<uint8_t> bytes) {
+    return Read(src, bytes);
   }
 
   // Native handles for collectives that launch their own work (hardware only; the simulator

@@ -4,6 +4,8 @@
 
 #include "absl/strings/str_format.h"
 #include "common/plugin/plugin_collective.h"
+#include "common/plugin/plugin_library.h"
+#include "common/plugin/spmd_collective.h"
 #include "common/ring/dma_all_reduce.h"
 
 namespace dmalab {
@@ -56,7 +58,14 @@ absl::StatusOr<std::unique_ptr<Collective>> OpenCollective(Device* device, std::
   config.options = params.options;
   config.max_bytes = params.max_bytes;
   config.dtype = params.dtype;
-  auto p = PluginCollective::Load(device, config);
+  absl::StatusOr<std::unique_ptr<PluginLibrary>> lib = PluginLibrary::Open(config.path);
+  if (!lib.ok()) return lib.status();
+  if ((*lib)->abi() == 2) {
+    auto p = SpmdCollective::Create(device, *std::move(lib), config);
+    if (!p.ok()) return p.status();
+    return std::unique_ptr<Collective>(*std::move(p));
+  }
+  auto p = PluginCollective::Create(device, *std::move(lib), config);
   if (!p.ok()) return p.status();
   return std::unique_ptr<Collective>(*std::move(p));
 }

@@ -1,8 +1,7 @@
 #include "common/plugin/plugin_collective.h"
 
-#include <dlfcn.h>
-
 #include <cstring>
+#include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -16,7 +15,7 @@ constexpr int kMaxDims = 64;
 
 PluginCollective* Self(void* ctx) { return static_cast<PluginCollective*>(ctx); }
 
-MemRef ToMem(const dmalab_mem* m) { return MemRef{m->rank, m->addr, m->bytes, m->alloc_id}; }
+MemRef ToMem(void* ctx, const dmalab_mem* m) { return Self(ctx)->FromPlugin(m); }
 
 dmalab_mem FromMem(const MemRef& m) {
   dmalab_mem out{};
@@ -76,14 +75,14 @@ int32_t ApiAllocate(void* ctx, int32_t rank, uint64_t bytes, const char* tag, dm
   if (out == nullptr) return NullArgument(ctx, "allocate", "out");
   absl::StatusOr<MemRef> m = Self(ctx)->device()->Allocate(rank, bytes, Label(tag));
   if (!m.ok()) return Result(ctx, m.status());
-  Self(ctx)->Owned(*m);
+  Self(ctx)->Owned(*m, Label(tag));
   *out = FromMem(*m);
   return DMALAB_OK;
 }
 
 int32_t ApiFree(void* ctx, const dmalab_mem* allocation) {
   if (allocation == nullptr) return NullArgument(ctx, "free", "allocation");
-  const MemRef m = ToMem(allocation);
+  const MemRef m = ToMem(ctx, allocation);
   if (absl::Status s = Self(ctx)->ReleaseOwned(m); !s.ok()) return Result(ctx, s);
   return Result(ctx, Self(ctx)->device()->Free(m));
 }
@@ -145,8 +144,8 @@ int32_t ApiCopy(void* ctx, int32_t stream, const dmalab_mem* dst, const dmalab_m
                 const char* label) {
   if (dst == nullptr) return NullArgument(ctx, "copy", "dst");
   if (src == nullptr) return NullArgument(ctx, "copy", "src");
-  return Result(ctx,
-                Self(ctx)->device()->Copy(StreamId(stream), ToMem(dst), ToMem(src), Label(label)));
+  return Result(ctx, Self(ctx)->device()->Copy(StreamId(stream), ToMem(ctx, dst), ToMem(ctx, src),
+                                               Label(label)));
 }
 
 int32_t ApiReduce(void* ctx, int32_t stream, int32_t dtype, const dmalab_mem* dst,
@@ -160,8 +159,8 @@ int32_t ApiReduce(void* ctx, int32_t stream, int32_t dtype, const dmalab_mem* ds
                            absl::StrFormat("reduce: n_terms is %d; allowed 1..64", n_terms)));
   }
   std::vector<Operand> operands;
-  for (int32_t i = 0; i < n_terms; ++i) operands.push_back(Operand{ToMem(&terms[i])});
-  return Result(ctx, Self(ctx)->device()->Reduce(StreamId(stream), *t, Operand{ToMem(dst)},
+  for (int32_t i = 0; i < n_terms; ++i) operands.push_back(Operand{ToMem(ctx, &terms[i])});
+  return Result(ctx, Self(ctx)->device()->Reduce(StreamId(stream), *t, Operand{ToMem(ctx, dst)},
                                                  operands, elems, Label(label)));
 }
 
@@ -169,44 +168,45 @@ int32_t ApiSignalFlag(void* ctx, int32_t stream, const dmalab_mem* counter,
                       const dmalab_mem* peer_flag, const char* label) {
   if (counter == nullptr) return NullArgument(ctx, "signal_flag", "counter");
   if (peer_flag == nullptr) return NullArgument(ctx, "signal_flag", "peer_flag");
-  return Result(ctx, Self(ctx)->device()->SignalFlag(StreamId(stream), ToMem(counter),
-                                                     ToMem(peer_flag), Label(label)));
+  return Result(ctx, Self(ctx)->device()->SignalFlag(StreamId(stream), ToMem(ctx, counter),
+                                                     ToMem(ctx, peer_flag), Label(label)));
 }
 
 int32_t ApiWaitFlag(void* ctx, int32_t stream, const dmalab_mem* expected, const dmalab_mem* flag,
                     const char* label) {
   if (expected == nullptr) return NullArgument(ctx, "wait_flag", "expected");
   if (flag == nullptr) return NullArgument(ctx, "wait_flag", "flag");
-  return Result(ctx, Self(ctx)->device()->WaitFlag(StreamId(stream), ToMem(expected), ToMem(flag),
-                                                   Label(label)));
+  return Result(ctx, Self(ctx)->device()->WaitFlag(StreamId(stream), ToMem(ctx, expected),
+                                                   ToMem(ctx, flag), Label(label)));
 }
 
 int32_t ApiWriteValue(void* ctx, int32_t stream, const dmalab_mem* dst, uint64_t value,
                       const char* label) {
   if (dst == nullptr) return NullArgument(ctx, "write_value", "dst");
-  return Result(ctx,
-                Self(ctx)->device()->WriteValue(StreamId(stream), ToMem(dst), value, Label(label)));
+  return Result(
+      ctx, Self(ctx)->device()->WriteValue(StreamId(stream), ToMem(ctx, dst), value, Label(label)));
 }
 
 int32_t ApiWaitValue(void* ctx, int32_t stream, const dmalab_mem* flag, uint64_t value,
                      const char* label) {
   if (flag == nullptr) return NullArgument(ctx, "wait_value", "flag");
-  return Result(ctx,
-                Self(ctx)->device()->WaitValue(StreamId(stream), ToMem(flag), value, Label(label)));
+  return Result(
+      ctx, Self(ctx)->device()->WaitValue(StreamId(stream), ToMem(ctx, flag), value, Label(label)));
 }
 
 int32_t ApiWrite(void* ctx, const dmalab_mem* dst, const void* bytes, uint64_t n) {
   if (dst == nullptr) return NullArgument(ctx, "write", "dst");
   if (bytes == nullptr && n > 0) return NullArgument(ctx, "write", "bytes");
-  return Result(ctx, Self(ctx)->device()->Write(
-                         ToMem(dst), absl::MakeConstSpan(static_cast<const uint8_t*>(bytes), n)));
+  return Result(
+      ctx, Self(ctx)->device()->Write(ToMem(ctx, dst),
+                                      absl::MakeConstSpan(static_cast<const uint8_t*>(bytes), n)));
 }
 
 int32_t ApiRead(void* ctx, const dmalab_mem* src, void* bytes, uint64_t n) {
   if (src == nullptr) return NullArgument(ctx, "read", "src");
   if (bytes == nullptr && n > 0) return NullArgument(ctx, "read", "bytes");
-  return Result(
-      ctx, Self(ctx)->device()->Read(ToMem(src), absl::MakeSpan(static_cast<uint8_t*>(bytes), n)));
+  return Result(ctx, Self(ctx)->device()->Read(ToMem(ctx, src),
+                                               absl::MakeSpan(static_cast<uint8_t*>(bytes), n)));
 }
 
 int32_t ApiSynchronize(void* ctx) { return Result(ctx, Self(ctx)->device()->Synchronize()); }
@@ -241,7 +241,7 @@ void* ApiNativeStream(void* ctx, int32_t stream) {
 
 void* ApiNativePointer(void* ctx, const dmalab_mem* mem) {
   if (mem == nullptr) return nullptr;
-  return Self(ctx)->device()->NativePointer(ToMem(mem));
+  return Self(ctx)->device()->NativePointer(ToMem(ctx, mem));
 }
 
 int32_t ApiNativeDevice(void* ctx, int32_t rank) {
@@ -281,78 +281,54 @@ absl::StatusOr<Tensors> Describe(absl::Span<const TensorView> views, std::string
 
 }  // namespace
 
-PluginCollective::PluginCollective(Device* device, std::string path)
-    : device_(device), path_(std::move(path)) {}
+PluginCollective::PluginCollective(Device* device, std::unique_ptr<PluginLibrary> lib)
+    : device_(device), lib_(std::move(lib)), plugin_(lib_->v1()) {}
 
 PluginCollective::~PluginCollective() {
-  if (plugin_ != nullptr && state_ != nullptr) plugin_->destroy(state_);
-  if (handle_ != nullptr) dlclose(handle_);
+  if (state_ != nullptr) plugin_->destroy(state_);
 }
 
 absl::StatusOr<std::unique_ptr<PluginCollective>> PluginCollective::Load(
     Device* device, const PluginConfig& config) {
-  std::unique_ptr<PluginCollective> p(new PluginCollective(device, config.path));
+  absl::StatusOr<std::unique_ptr<PluginLibrary>> lib = PluginLibrary::Open(config.path);
+  if (!lib.ok()) return lib.status();
+  return Create(device, *std::move(lib), config);
+}
+
+absl::StatusOr<std::unique_ptr<PluginCollective>> PluginCollective::Create(
+    Device* device, std::unique_ptr<PluginLibrary> lib, const PluginConfig& config) {
+  if ((*lib).abi() != 1) {
+    return lib->Error("it speaks plugin ABI v2 (SPMD): it is not a single-object v1 plugin");
+  }
+  std::unique_ptr<PluginCollective> p(new PluginCollective(device, std::move(lib)));
   if (absl::Status s = p->Bind(config); !s.ok()) return s;
   return p;
 }
 
-absl::Status PluginCollective::Bind(const PluginConfig& config) {
-  auto bad = [&](std::string_view why) {
-    return absl::InvalidArgumentError(absl::StrFormat("plugin %s: %s", path_, why));
-  };
-  dlerror();
-  handle_ = dlopen(path_.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (handle_ == nullptr) {
-    const char* e = dlerror();
-    return bad(absl::StrCat("cannot load it: ", e != nullptr ? e : "dlopen failed"));
+absl::Status PluginCollective::Close() {
+  if (state_ == nullptr) return absl::OkStatus();
+  plugin_->destroy(std::exchange(state_, nullptr));
+  // What the plugin allocated and neither freed nor handed over is still held: a leak.
+  std::map<int, std::vector<std::string>> held;
+  for (const auto& [key, tag] : owned_) held[key.first].push_back(tag);
+  for (const auto& [rank, tags] : held) {
+    DeviceFinding f;
+    f.checker = "resource_leak";
+    f.rank = rank;
+    f.detail = absl::StrFormat(
+        "plugin '%s' still holds %d allocation(s) on rank %d after destroy: %s; a collective "
+        "frees what it allocated (destroy at the latest)",
+        plugin_->name, tags.size(), rank, absl::StrJoin(tags, ", "));
+    findings_.findings.push_back(std::move(f));
   }
-  dlerror();
-  void* sym = dlsym(handle_, "dmalab_plugin_entry");
-  if (sym == nullptr) {
-    return bad(
-        "it does not export dmalab_plugin_entry: not a dmalab plugin (include <dmalab/plugin.h> "
-        "and define dmalab_plugin_entry)");
-  }
-  using Entry = const dmalab_plugin* (*)(uint32_t);
-  Entry entry;
-  static_assert(sizeof(entry) == sizeof(sym));
-  std::memcpy(&entry, &sym, sizeof(entry));
-  plugin_ = entry(DMALAB_PLUGIN_ABI_VERSION);
-  if (plugin_ == nullptr) {
-    return bad(absl::StrFormat(
-        "dmalab_plugin_entry(%d) returned NULL: the plugin refuses plugin ABI version %d, which "
-        "this dmalab speaks (rebuild it against this dmalab's <dmalab/plugin.h>)",
-        DMALAB_PLUGIN_ABI_VERSION, DMALAB_PLUGIN_ABI_VERSION));
-  }
-  if (plugin_->abi_version != DMALAB_PLUGIN_ABI_VERSION) {
-    const uint32_t v = plugin_->abi_version;
-    plugin_ = nullptr;
-    return bad(absl::StrFormat(
-        "it was built against plugin ABI version %d; this dmalab speaks version %d: rebuild it "
-        "against this dmalab's <dmalab/plugin.h>",
-        v, DMALAB_PLUGIN_ABI_VERSION));
-  }
-  if (plugin_->struct_size < sizeof(dmalab_plugin)) {
-    const uint32_t size = plugin_->struct_size;
-    plugin_ = nullptr;
-    return bad(absl::StrFormat(
-        "its dmalab_plugin table is %d bytes; ABI version %d has %d: rebuild it against this "
-        "dmalab's <dmalab/plugin.h>",
-        size, DMALAB_PLUGIN_ABI_VERSION, sizeof(dmalab_plugin)));
-  }
-  std::vector<std::string> missing;
-  if (plugin_->name == nullptr || plugin_->name[0] == '\0') missing.push_back("name");
-  if (plugin_->create == nullptr) missing.push_back("create");
-  if (plugin_->destroy == nullptr) missing.push_back("destroy");
-  if (plugin_->all_reduce == nullptr) missing.push_back("all_reduce");
-  if (plugin_->all_reduce_into == nullptr) missing.push_back("all_reduce_into");
-  if (plugin_->last_error == nullptr) missing.push_back("last_error");
-  if (!missing.empty()) {
-    plugin_ = nullptr;
-    return bad(absl::StrFormat("its dmalab_plugin table has no %s (NULL); every field is required",
-                               absl::StrJoin(missing, ", ")));
-  }
+  owned_.clear();
+  return absl::OkStatus();
+}
 
+DeviceFindings PluginCollective::TakeFindings() { return std::exchange(findings_, {}); }
+
+absl::Status PluginCollective::Bind(const PluginConfig& config) {
+  auto bad = [&](std::string_view why) { return lib_->Error(why); };
   api_.struct_size = sizeof(dmalab_device_api);
   api_.abi_version = DMALAB_PLUGIN_ABI_VERSION;
   api_.ctx = this;
@@ -403,13 +379,18 @@ absl::Status PluginCollective::Bind(const PluginConfig& config) {
   return absl::OkStatus();
 }
 
-std::string PluginCollective::name() const {
-  return absl::StrCat("plugin:", plugin_ != nullptr ? plugin_->name : "?");
-}
+std::string PluginCollective::name() const { return absl::StrCat("plugin:", plugin_->name); }
 
 void PluginCollective::SetError(const absl::Status& s) { device_error_ = std::string(s.message()); }
 
-void PluginCollective::Owned(const MemRef& mem) { owned_.insert({mem.rank, mem.addr}); }
+void PluginCollective::Owned(const MemRef& mem, std::string_view tag) {
+  owned_[{mem.rank, mem.addr}] = absl::StrFormat("'%s' (%d bytes)", tag, mem.bytes);
+  origins_.Handed(mem);
+}
+
+MemRef PluginCollective::FromPlugin(const dmalab_mem* m) const {
+  return origins_.Resolve(MemRef{m->rank, m->addr, m->bytes, m->alloc_id});
+}
 
 absl::Status PluginCollective::ReleaseOwned(const MemRef& mem) {
   if (owned_.erase({mem.rank, mem.addr}) > 0) return absl::OkStatus();
@@ -438,12 +419,16 @@ absl::Status PluginCollective::TakeViolations(std::string_view call) {
 absl::StatusOr<std::vector<TensorView>> PluginCollective::AllReduce(
     absl::Span<const TensorView> inputs) {
   const std::string call = absl::StrFormat("all_reduce call %d (default form)", ++calls_);
+  if (state_ == nullptr) {
+    return absl::FailedPreconditionError(absl::StrFormat("%s: the collective was closed", call));
+  }
   if (static_cast<int>(inputs.size()) != device_->world_size()) {
     return absl::InvalidArgumentError(
         absl::StrFormat("%s: %d inputs for %d ranks", call, inputs.size(), device_->world_size()));
   }
   absl::StatusOr<Tensors> in = Describe(inputs, "inputs");
   if (!in.ok()) return in.status();
+  for (const TensorView& v : inputs) origins_.Handed(v.mem);
   std::vector<dmalab_mem> results(inputs.size());
   if (plugin_->all_reduce(state_, in->tensors.data(), results.data()) != DMALAB_OK) {
     absl::Status v = TakeViolations(call);
@@ -454,7 +439,7 @@ absl::StatusOr<std::vector<TensorView>> PluginCollective::AllReduce(
   if (absl::Status v = TakeViolations(call); !v.ok()) return v;
   std::vector<TensorView> outs;
   for (size_t r = 0; r < inputs.size(); ++r) {
-    const MemRef m = ToMem(&results[r]);
+    const MemRef m = FromPlugin(&results[r]);
     if (m.rank != static_cast<int>(r) || m.bytes < inputs[r].bytes()) {
       return absl::AbortedError(absl::StrFormat(
           "plugin '%s' %s: result %d is rank %d, %d bytes; it must be on rank %d and hold %d "
@@ -471,6 +456,9 @@ absl::StatusOr<std::vector<TensorView>> PluginCollective::AllReduce(
 absl::Status PluginCollective::AllReduce(absl::Span<const TensorView> inputs,
                                          absl::Span<const TensorView> outs) {
   const std::string call = absl::StrFormat("all_reduce call %d (explicit form)", ++calls_);
+  if (state_ == nullptr) {
+    return absl::FailedPreconditionError(absl::StrFormat("%s: the collective was closed", call));
+  }
   if (static_cast<int>(inputs.size()) != device_->world_size() || outs.size() != inputs.size()) {
     return absl::InvalidArgumentError(absl::StrFormat("%s: %d inputs and %d outs for %d ranks",
                                                       call, inputs.size(), outs.size(),
@@ -480,6 +468,8 @@ absl::Status PluginCollective::AllReduce(absl::Span<const TensorView> inputs,
   if (!in.ok()) return in.status();
   absl::StatusOr<Tensors> out = Describe(outs, "outs");
   if (!out.ok()) return out.status();
+  for (const TensorView& v : inputs) origins_.Handed(v.mem);
+  for (const TensorView& v : outs) origins_.Handed(v.mem);
   if (plugin_->all_reduce_into(state_, in->tensors.data(), out->tensors.data()) != DMALAB_OK) {
     absl::Status v = TakeViolations(call);
     if (!v.ok()) return v;

@@ -11,8 +11,8 @@
 #define DMALAB_COMMON_PLUGIN_PLUGIN_COLLECTIVE_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,6 +21,8 @@
 #include "common/core/collective.h"
 #include "common/core/device.h"
 #include "common/core/dtype.h"
+#include "common/plugin/plugin_library.h"
+#include "common/plugin/pointer_origins.h"
 #include "dmalab/plugin.h"
 
 namespace dmalab {
@@ -38,6 +40,9 @@ class PluginCollective : public Collective {
   // must outlive it). Errors are InvalidArgument (bad input: exit status 2).
   static absl::StatusOr<std::unique_ptr<PluginCollective>> Load(Device* device,
                                                                 const PluginConfig& config);
+  // The same, for a library already opened (it must speak ABI v1).
+  static absl::StatusOr<std::unique_ptr<PluginCollective>> Create(
+      Device* device, std::unique_ptr<PluginLibrary> lib, const PluginConfig& config);
   ~PluginCollective() override;
   PluginCollective(const PluginCollective&) = delete;
   PluginCollective& operator=(const PluginCollective&) = delete;
@@ -50,19 +55,24 @@ class PluginCollective : public Collective {
   absl::StatusOr<std::vector<TensorView>> AllReduce(absl::Span<const TensorView> inputs) override;
   absl::Status AllReduce(absl::Span<const TensorView> inputs,
                          absl::Span<const TensorView> outs) override;
+  // Destroys the plugin's object; what it still owns then is a resource_leak finding.
+  absl::Status Close() override;
+  DeviceFindings TakeFindings() override;
 
   // The adapter's side of dmalab_device_api (public for the C trampolines).
   Device* device() const { return device_; }
   void SetError(const absl::Status& s);
   const char* last_device_error() const { return device_error_.c_str(); }
   // Records an allocation the plugin made.
-  void Owned(const MemRef& mem);
+  void Owned(const MemRef& mem, std::string_view tag);
+  // A range the plugin passed, with a raw address resolved to its origin (PointerOrigins).
+  MemRef FromPlugin(const dmalab_mem* m) const;
   // The plugin frees `mem`: OK only for an allocation it owns (then no longer); otherwise the
   // violation is recorded and reported by the call that made it.
   absl::Status ReleaseOwned(const MemRef& mem);
 
  private:
-  PluginCollective(Device* device, std::string path);
+  PluginCollective(Device* device, std::unique_ptr<PluginLibrary> lib);
   absl::Status Bind(const PluginConfig& config);
   // The plugin's last_error for `state`, or a placeholder when it gives none.
   std::string PluginError(void* state) const;
@@ -70,13 +80,15 @@ class PluginCollective : public Collective {
   absl::Status TakeViolations(std::string_view call);
 
   Device* device_;
-  std::string path_;
-  void* handle_ = nullptr;
-  const dmalab_plugin* plugin_ = nullptr;
+  std::unique_ptr<PluginLibrary> lib_;
+  const dmalab_plugin* plugin_;
   void* state_ = nullptr;
   dmalab_device_api api_{};
   std::string device_error_;
-  std::set<std::pair<int, uint64_t>> owned_;  // (rank, addr) of allocations the plugin owns
+  // Allocations the plugin owns: (rank, addr) -> "'tag' (bytes)".
+  std::map<std::pair<int, uint64_t>, std::string> owned_;
+  PointerOrigins origins_;
+  DeviceFindings findings_;
   std::vector<std::string> violations_;
   int64_t calls_ = 0;
 };

@@ -322,6 +322,14 @@ absl::StatusOr<ReplayReport> Replayer::Run() {
   step_id_ = "end";
   iteration_ = iterations_total_ = 0;
   while (!live_.empty()) Release(live_.begin()->first, /*at_end=*/true);
+  if (ar_ != nullptr) {
+    // The collective's end: what it still holds now is a leak.
+    if (absl::Status st = ar_->Close(); !st.ok() && device_failure_.ok()) {
+      ReplayFinding f = NewFinding(ReplayFindingKind::kCollectiveError, 0);
+      f.detail = absl::StrFormat("closing the collective failed: %s", st.message());
+      AddFinding(std::move(f));
+    }
+  }
   PollDeviceFindings();
   return std::move(r_);
 }
@@ -440,6 +448,14 @@ absl::Status Replayer::CaptureGraph(const Step& step) {
   }
   g.id = *id;
   graphs_[step.graph] = std::move(g);
+  if (ar_ != nullptr) {
+    // The collective may now register the buffers the capture used with its peers.
+    if (absl::Status s = ar_->CaptureEnded(); !s.ok()) {
+      const absl::Status located(s.code(), absl::StrFormat("%s: %s", step.Describe(), s.message()));
+      if (IsRejectedArguments(s)) return located;
+      return CollectiveFailed(located);
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -751,8 +767,13 @@ void Replayer::CheckAliases() {
 }
 
 void Replayer::PollDeviceFindings() {
-  if (!o_.poll_device_findings) return;
-  DeviceFindings found = o_.poll_device_findings();
+  DeviceFindings found;
+  if (o_.poll_device_findings) found = o_.poll_device_findings();
+  if (ar_ != nullptr) {
+    DeviceFindings own = ar_->TakeFindings();
+    for (DeviceFinding& d : own.findings) found.findings.push_back(std::move(d));
+    found.not_kept += own.not_kept;
+  }
   for (DeviceFinding& d : found.findings) {
     ReplayFinding f = NewFinding(ReplayFindingKind::kDeviceChecker, std::max(d.rank, 0));
     f.checker = d.checker;

@@ -1,39 +1,67 @@
 /* dmalab/plugin.h: the C ABI through which dmalab checks a third-party all-reduce.
  *
- * A plugin is a shared library that exports one function, dmalab_plugin_entry, returning a
- * table of its entry points (dmalab_plugin). dmalab loads it with dlopen, hands it a table of
- * device operations (dmalab_device_api) and calls its all-reduce in the scenario's pattern,
- * checking after every step what a model relies on: retained values unchanged, no two live
- * tensors sharing storage, all ranks bit-identical.
+ * A plugin is a shared library that dmalab loads with dlopen. It speaks one of two ABIs:
  *
- * One plugin object serves all W ranks of one device from one host thread, as dmalab's own
- * ring does: a call receives one tensor per rank and enqueues work on every rank's streams;
- * it returns without waiting, and the results are ordered on each rank's compute stream.
+ *  - ABI v2 (SPMD, the way real collectives are written): the library exports
+ *    dmalab_plugin_entry_v2, returning a dmalab_plugin_v2 table. dmalab creates one instance per
+ *    rank, as ncclCommInitRank does: create receives the rank, the world, the rank's own device
+ *    table (dmalab_rank_api) and a bootstrap (all-gather of opaque bytes, barrier). An instance
+ *    touches only its rank's streams and memory; it reaches a peer's memory and events only
+ *    through IPC handles it exported, all-gathered and opened (as cudaIpcGetMemHandle /
+ *    cudaIpcOpenMemHandle). On the simulator every rank has its own address space and the W
+ *    instances run as W independent host threads of control, interleaved by the seed.
+ *  - ABI v1 (one object for all ranks): the library exports dmalab_plugin_entry, returning a
+ *    dmalab_plugin table; one object serves all W ranks from one host thread, and every rank's
+ *    memory is addressable by rank and address. v1 plugins keep loading and working.
  *
- * A plugin written only against dmalab_device_api runs unchanged on the simulator (every
- * checker: races, use after free, deadlocks) and on GPUs. A plugin that launches its own CUDA
- * work through the native handles runs on GPUs only; it is still checked for aliasing, retained
- * values and rank consistency.
+ * dmalab hands the plugin's calls the scenario's pattern and checks after every step what a model
+ * relies on (retained values unchanged, no two live tensors sharing storage, all ranks
+ * bit-identical) and, on the simulator, every device checker: races, use after free or reuse,
+ * stale IPC mappings, foreign addresses, deadlocks, leaks and resource growth.
  *
- * Stability: C99, no C++ types. Every struct begins with its size, so fields can only be added
- * at the end; an incompatible change raises DMALAB_PLUGIN_ABI_VERSION, and dmalab refuses a
- * plugin built against another version, naming both.
+ * A plugin written only against the device table runs unchanged on the simulator and on GPUs. A
+ * plugin that launches its own CUDA work through the native handles runs on GPUs only; it is
+ * still checked for aliasing, retained values and rank consistency.
+ *
+ * Stability, as NCCL's plugin ABIs: C99, no C++ types. Every table begins with its size, so
+ * fields are only ever added at the end. dmalab accepts a table that is older and smaller than
+ * its own (missing trailing fields count as absent: NULL) and refuses only a plugin built for a
+ * newer major version, naming both. A plugin may test a field of a table dmalab gives it with
+ * DMALAB_HAS_FIELD before using it.
  */
 #ifndef DMALAB_PLUGIN_H_
 #define DMALAB_PLUGIN_H_
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
+/* ABI v1's version (the dmalab_plugin table). */
 #define DMALAB_PLUGIN_ABI_VERSION 1u
+/* ABI v2's version (the dmalab_plugin_v2 table), the newest this header describes. */
+#define DMALAB_PLUGIN_ABI_VERSION_2 2u
 
-/* Return codes of every function in both tables. On DMALAB_ERROR the callee's last_error
- * says why. */
+/* Return codes of every function in every table. On an error the callee's last_error says why.
+ * ABI v1 knows only DMALAB_OK and DMALAB_ERROR (every error is the call refusing its input).
+ * ABI v2 tells three kinds of error apart, both ways (dmalab's device table returns them too):
+ *   DMALAB_ERROR_INTERNAL     the callee failed on valid input (a plugin: the collective's own
+ *                             failure, reported as a collective_error finding, exit status 1);
+ *   DMALAB_ERROR_BAD_ARGUMENT the caller passed something invalid (a plugin returning it says
+ *                             dmalab called it wrongly: bad input, exit status 2);
+ *   DMALAB_ERROR_UNSUPPORTED  a valid request the callee does not support (a dtype, a size, a
+ *                             form: the scenario cannot run with this collective, exit 2). */
 #define DMALAB_OK 0
 #define DMALAB_ERROR 1
+#define DMALAB_ERROR_INTERNAL 1
+#define DMALAB_ERROR_BAD_ARGUMENT 2
+#define DMALAB_ERROR_UNSUPPORTED 3
+
+/* Whether `table` (a pointer to a table that begins with its struct_size) has `field`. */
+#define DMALAB_HAS_FIELD(table, type, field) \
+  ((table)->struct_size >= offsetof(type, field) + sizeof(((type*)0)->field))
 
 /* Element types (dmalab_tensor.dtype, reduce's dtype). */
 #define DMALAB_DTYPE_BF16 0
@@ -51,9 +79,11 @@ extern "C" {
 
 /* A byte range [addr, addr + bytes) in the address space of one rank. On the simulator addr
  * is a simulated address: never dereference it; move bytes with copy, read and write. On GPUs
- * it is the device pointer. alloc_id names the allocation the range lies in (0: unknown);
- * keep it when slicing (offset addr, shrink bytes), so the checkers can tell a use after free
- * from a legal access. */
+ * it is the device pointer. alloc_id names the allocation the range lies in (0: unknown); a
+ * range passed back with alloc_id 0 is resolved by address to the last range dmalab handed the
+ * plugin that covers it (an allocation, a call's tensor), so a raw pointer kept past its
+ * allocation's free is still caught. ABI v2: rank is always the instance's own rank (a peer's
+ * memory is a mapping in the own rank's address space). */
 typedef struct dmalab_mem {
   int32_t rank;
   uint32_t reserved; /* 0 */
@@ -71,6 +101,8 @@ typedef struct dmalab_tensor {
   int64_t elems;
   const int64_t* shape;
 } dmalab_tensor;
+
+/* ========================================= ABI v1 ========================================= */
 
 /* The device operations a plugin may use. All stream and event ids are dmalab's; work is
  * asynchronous unless said otherwise. Functions return DMALAB_OK or DMALAB_ERROR (then
@@ -183,14 +215,181 @@ typedef struct dmalab_plugin {
   const char* (*last_error)(void* state);
 } dmalab_plugin;
 
-/* The symbol every plugin exports. host_abi_version is the loading dmalab's
- * DMALAB_PLUGIN_ABI_VERSION; return NULL to refuse it. */
+/* ====================================== ABI v2 (SPMD) ====================================== */
+
+/* A stream and an event of one rank: distinct types, so passing one for the other does not
+ * compile. */
+typedef struct dmalab_stream {
+  int32_t id;
+} dmalab_stream;
+typedef struct dmalab_event {
+  int32_t id;
+} dmalab_event;
+
+/* IPC handles: opaque blobs, as cudaIpcMemHandle_t and cudaIpcEventHandle_t; pass them to peers
+ * unchanged (through the bootstrap). */
+#define DMALAB_IPC_HANDLE_BYTES 64
+typedef struct dmalab_ipc_mem_handle {
+  uint8_t bytes[DMALAB_IPC_HANDLE_BYTES];
+} dmalab_ipc_mem_handle;
+typedef struct dmalab_ipc_event_handle {
+  uint8_t bytes[DMALAB_IPC_HANDLE_BYTES];
+} dmalab_ipc_event_handle;
+
+/* The device operations of one rank, as that rank's process sees its GPU. Semantics as
+ * dmalab_device_api's, on the own rank only; functions return DMALAB_OK or a DMALAB_ERROR_* code
+ * (then last_error(ctx) says why, until the next call). Every call is a point where another
+ * rank's host thread may run (the simulator's seed chooses). */
+typedef struct dmalab_rank_api {
+  uint32_t struct_size; /* sizeof(dmalab_rank_api) of the dmalab that built it */
+  uint32_t abi_version; /* DMALAB_PLUGIN_ABI_VERSION_2 */
+  void* ctx;            /* pass as the first argument of every function below */
+  int32_t rank;         /* this instance's rank */
+  int32_t world_size;
+  int32_t backend;  /* DMALAB_BACKEND_* */
+  int32_t reserved; /* 0 */
+
+  const char* (*last_error)(void* ctx);
+
+  /* Memory of this rank, through the device's caching allocator (a freed block may be handed out
+   * again at once). A plugin frees only what it allocated and still owns. Not while capturing. */
+  int32_t (*allocate)(void* ctx, uint64_t bytes, const char* tag, dmalab_mem* out);
+  int32_t (*free)(void* ctx, const dmalab_mem* allocation);
+
+  /* Streams and events of this rank. The compute stream is the caller's: inputs are ready on it
+   * when a call starts, and results must be ordered before its later work. What the plugin
+   * creates it destroys (at the latest in destroy): anything still held then is a leak. */
+  int32_t (*compute_stream)(void* ctx, dmalab_stream* out);
+  int32_t (*create_stream)(void* ctx, int32_t kind, const char* name, dmalab_stream* out);
+  int32_t (*destroy_stream)(void* ctx, dmalab_stream stream);
+  int32_t (*create_event)(void* ctx, dmalab_event* out);
+  int32_t (*destroy_event)(void* ctx, dmalab_event event);
+  int32_t (*record_event)(void* ctx, dmalab_event event, dmalab_stream stream);
+  int32_t (*wait_event)(void* ctx, dmalab_stream stream, dmalab_event event);
+
+  /* Work, as dmalab_device_api's: copy (either side may be a mapping of a peer's memory), reduce
+   * (operands in this rank's memory or its mappings), flags (the flag word may be a mapping),
+   * immediate-value flags. */
+  int32_t (*copy)(void* ctx, dmalab_stream stream, const dmalab_mem* dst, const dmalab_mem* src,
+                  const char* label);
+  int32_t (*reduce)(void* ctx, dmalab_stream stream, int32_t dtype, const dmalab_mem* dst,
+                    const dmalab_mem* terms, int32_t n_terms, int64_t elems, const char* label);
+  int32_t (*signal_flag)(void* ctx, dmalab_stream stream, const dmalab_mem* counter,
+                         const dmalab_mem* flag, const char* label);
+  int32_t (*wait_flag)(void* ctx, dmalab_stream stream, const dmalab_mem* expected,
+                       const dmalab_mem* flag, const char* label);
+  int32_t (*write_value)(void* ctx, dmalab_stream stream, const dmalab_mem* dst, uint64_t value,
+                         const char* label);
+  int32_t (*wait_value)(void* ctx, dmalab_stream stream, const dmalab_mem* flag, uint64_t value,
+                        const char* label);
+
+  /* Host access to this rank's memory (or a mapping); complete this rank's enqueued work first.
+   * Not while capturing. */
+  int32_t (*write)(void* ctx, const dmalab_mem* dst, const void* bytes, uint64_t n);
+  int32_t (*read)(void* ctx, const dmalab_mem* src, void* bytes, uint64_t n);
+  int32_t (*synchronize)(void* ctx);
+
+  /* IPC, as CUDA's. get_mem_handle exports an allocation this rank made (its start, as allocate
+   * returned it); open_mem_handle maps a peer's handle into this rank's address space and
+   * returns the mapping (another address than the owner's; alloc_id 0); close_mem_handle ends a
+   * mapping, by its start. The owner's free does NOT wait for its peers' mappings: a mapping used
+   * after the owner freed the allocation is a stale_ipc_mapping finding. Event handles: a peer's
+   * event opened here can be waited on (and recorded) by this rank's streams. */
+  int32_t (*ipc_get_mem_handle)(void* ctx, const dmalab_mem* allocation,
+                                dmalab_ipc_mem_handle* out);
+  int32_t (*ipc_open_mem_handle)(void* ctx, const dmalab_ipc_mem_handle* handle,
+                                 dmalab_mem* mapping);
+  int32_t (*ipc_close_mem_handle)(void* ctx, const dmalab_mem* mapping);
+  int32_t (*ipc_get_event_handle)(void* ctx, dmalab_event event, dmalab_ipc_event_handle* out);
+  int32_t (*ipc_open_event_handle)(void* ctx, const dmalab_ipc_event_handle* handle,
+                                   dmalab_event* out);
+
+  /* 1 while the caller is capturing a graph (the calls' work is then recorded, not run). */
+  int32_t (*is_capturing)(void* ctx);
+
+  /* Native handles, GPUs only (NULL or -1 on the simulator). */
+  void* (*native_stream)(void* ctx, dmalab_stream stream);
+  void* (*native_pointer)(void* ctx, const dmalab_mem* mem);
+  int32_t (*native_device)(void* ctx);
+} dmalab_rank_api;
+
+/* The ranks' out-of-band channel, as ncclCommInitRank's bootstrap (or torch.distributed's
+ * all_gather_object, MPI, a socket store): host-side, blocking, called by every rank in the same
+ * order. A call that some ranks never make is reported as a deadlock, naming them. */
+typedef struct dmalab_bootstrap {
+  uint32_t struct_size;
+  uint32_t reserved; /* 0 */
+  void* ctx;
+  /* Every rank passes `bytes` bytes (the same count on every rank); recv receives
+   * world_size * bytes, rank r's at offset r * bytes. */
+  int32_t (*allgather)(void* ctx, const void* send, void* recv, uint64_t bytes);
+  int32_t (*barrier)(void* ctx);
+} dmalab_bootstrap;
+
+/* Log levels of dmalab_rank_config.log. */
+#define DMALAB_LOG_ERROR 0
+#define DMALAB_LOG_WARN 1
+#define DMALAB_LOG_INFO 2
+#define DMALAB_LOG_DEBUG 3
+
+/* What dmalab asks of one rank's instance. */
+typedef struct dmalab_rank_config {
+  uint32_t struct_size;
+  int32_t rank;
+  int32_t world_size;
+  int32_t dtype;       /* the element type of the scenario's tensors */
+  uint64_t max_bytes;  /* the largest tensor any call will pass, in bytes */
+  const char* options; /* --collective-options text, "" when none; the plugin parses it */
+  /* Messages for the user (dmalab prints them on stderr, naming the plugin and the rank). */
+  void (*log)(void* log_ctx, int32_t level, const char* message);
+  void* log_ctx;
+} dmalab_rank_config;
+
+/* A v2 plugin's entry points. */
+typedef struct dmalab_plugin_v2 {
+  uint32_t struct_size; /* sizeof(dmalab_plugin_v2) */
+  uint32_t abi_version; /* DMALAB_PLUGIN_ABI_VERSION_2 */
+  const char* name;     /* short name for reports */
+
+  /* Makes rank config->rank's instance. `device` and `bootstrap` outlive it. Every rank's create
+   * runs at once (each in its own host thread of control): create may allocate, export and
+   * all-gather handles, open peers' handles and write initial flag values. */
+  int32_t (*create)(const dmalab_rank_api* device, const dmalab_bootstrap* bootstrap,
+                    const dmalab_rank_config* config, void** state);
+  /* Releases everything the instance holds (allocations, mappings, events, streams); may use
+   * the bootstrap. What is still held afterwards is a resource_leak finding. */
+  int32_t (*destroy)(void* state);
+
+  /* Default form: writes to *result fresh storage of input's size holding the sum over all ranks'
+   * inputs. The caller owns it from then on: it must be an allocation the instance made and now
+   * hands over, never memory it keeps using. */
+  int32_t (*all_reduce)(void* state, const dmalab_tensor* input, dmalab_mem* result);
+  /* Explicit form: writes the sum into the caller-owned out; out->mem equal to input->mem means
+   * in place. */
+  int32_t (*all_reduce_into)(void* state, const dmalab_tensor* input, const dmalab_tensor* out);
+
+  /* Why the last call on this state failed (create's failures: NULL state). */
+  const char* (*last_error)(void* state);
+
+  /* Optional (NULL: nothing to do): a graph capture that contained this instance's calls has
+   * ended, on every rank at once. The buffers those calls used are now fixed; register them with
+   * the peers here, as register_graph_buffers does (every rank must register the same number in
+   * the same order). */
+  int32_t (*graph_captured)(void* state);
+} dmalab_plugin_v2;
+
+/* The symbol a plugin exports, one of (dmalab looks for the newest first):
+ *   v2: dmalab_plugin_entry_v2(host_abi_version), host_abi_version being the newest version the
+ *       loading dmalab speaks (DMALAB_PLUGIN_ABI_VERSION_2 or later);
+ *   v1: dmalab_plugin_entry(DMALAB_PLUGIN_ABI_VERSION).
+ * Return NULL to refuse the host. */
 #if defined(_WIN32)
 #define DMALAB_PLUGIN_EXPORT __declspec(dllexport)
 #else
 #define DMALAB_PLUGIN_EXPORT __attribute__((visibility("default")))
 #endif
 DMALAB_PLUGIN_EXPORT const dmalab_plugin* dmalab_plugin_entry(uint32_t host_abi_version);
+DMALAB_PLUGIN_EXPORT const dmalab_plugin_v2* dmalab_plugin_entry_v2(uint32_t host_abi_version);
 
 #ifdef __cplusplus
 } /* extern "C" */

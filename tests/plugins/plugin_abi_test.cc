@@ -56,7 +56,7 @@ TEST(PluginAbiTest, ALibraryWithoutTheEntrySymbolIsNotAPlugin) {
   EXPECT_EQ(s.message(), absl::StrCat("plugin ", path,
                                       ": it does not export dmalab_plugin_entry: not a dmalab "
                                       "plugin (include <dmalab/plugin.h> and define "
-                                      "dmalab_plugin_entry)"));
+                                      "dmalab_plugin_entry_v2, or v1's dmalab_plugin_entry)"));
 }
 
 TEST(PluginAbiTest, AnEntryReturningNullRefusesThisAbiVersion) {

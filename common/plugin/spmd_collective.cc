@@ -1,0 +1,349 @@
+#include "common/plugin/spmd_collective.h"
+
+#include <cstdio>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace dmalab {
+namespace {
+
+constexpr int kMaxDims = 64;
+
+struct BootstrapCtx {
+  SpmdCollective* self;
+  ThreadBootstrap* bootstrap;
+  RankApi* rank;
+  std::vector<std::string>* deadlocks;
+};
+
+int32_t BootstrapResult(BootstrapCtx* c, const absl::Status& s) {
+  if (absl::IsDeadlineExceeded(s)) c->deadlocks->push_back(std::string(s.message()));
+  return c->rank->Done(s);
+}
+
+int32_t BootstrapAllGather(void* ctx, const void* send, void* recv, uint64_t bytes) {
+  auto* c = static_cast<BootstrapCtx*>(ctx);
+  if ((send == nullptr || recv == nullptr) && bytes > 0) {
+    return c->rank->Done(absl::InvalidArgumentError("bootstrap allgather: send or recv is NULL"));
+  }
+  const uint64_t world = c->bootstrap->world();
+  if (bytes > (uint64_t{1} << 30) / world) {
+    return c->rank->Done(absl::InvalidArgumentError(
+        absl::StrFormat("bootstrap allgather: %d bytes per rank; at most %d (1 GiB in all)", bytes,
+                        (uint64_t{1} << 30) / world)));
+  }
+  return BootstrapResult(
+      c, c->bootstrap->AllGather(c->rank->rank(),
+                                 absl::MakeConstSpan(static_cast<const uint8_t*>(send), bytes),
+                                 absl::MakeSpan(static_cast<uint8_t*>(recv), bytes * world)));
+}
+
+int32_t BootstrapBarrier(void* ctx) {
+  auto* c = static_cast<BootstrapCtx*>(ctx);
+  return BootstrapResult(c, c->bootstrap->Barrier(c->rank->rank()));
+}
+
+struct LogCtx {
+  std::string plugin;
+  int rank;
+};
+
+void Log(void* ctx, int32_t level, const char* message) {
+  const auto* c = static_cast<const LogCtx*>(ctx);
+  static constexpr const char* kLevels[] = {"error", "warning", "info", "debug"};
+  const char* name = level >= 0 && level <= DMALAB_LOG_DEBUG ? kLevels[level] : "log";
+  std::fprintf(stderr, "dmalab: plugin '%s' rank %d %s: %s\n", c->plugin.c_str(), c->rank, name,
+               message == nullptr ? "" : message);
+}
+
+int32_t FromDType(DType dtype) {
+  switch (dtype) {
+    case DType::kBF16:
+      return DMALAB_DTYPE_BF16;
+    case DType::kFP16:
+      return DMALAB_DTYPE_FP16;
+    case DType::kFP32:
+      return DMALAB_DTYPE_FP32;
+  }
+  return DMALAB_DTYPE_BF16;
+}
+
+absl::StatusOr<dmalab_tensor> Describe(const TensorView& v, std::string_view what) {
+  if (v.shape.size() > kMaxDims) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s has %d dimensions; plugins take at most %d", what, v.shape.size(), kMaxDims));
+  }
+  if (!v.contiguous) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s is not contiguous; plugins take dense tensors", what));
+  }
+  dmalab_tensor t{};
+  const MemRef m = v.mem.Slice(0, v.bytes());
+  t.mem.rank = m.rank;
+  t.mem.addr = m.addr;
+  t.mem.bytes = m.bytes;
+  t.mem.alloc_id = m.alloc_id;
+  t.dtype = FromDType(v.dtype);
+  t.ndim = static_cast<int32_t>(v.shape.size());
+  t.elems = v.elems();
+  t.shape = v.shape.data();
+  return t;
+}
+
+}  // namespace
+
+// The contexts handed to C, one per rank; they live as long as the collective.
+struct SpmdContexts {
+  std::vector<BootstrapCtx> bootstrap;
+  std::vector<LogCtx> log;
+};
+
+SpmdCollective::SpmdCollective(Device* device, std::unique_ptr<PluginLibrary> lib)
+    : device_(device),
+      lib_(std::move(lib)),
+      plugin_(lib_->v2()),
+      threads_(device->world_size(), device->seed() ^ 0x686f73745f727566ull),
+      bootstrap_(&threads_) {
+  host_.device = device;
+  host_.threads = &threads_;
+}
+
+SpmdCollective::~SpmdCollective() {
+  if (!closed_) (void)Close();
+}
+
+absl::StatusOr<std::unique_ptr<SpmdCollective>> SpmdCollective::Create(
+    Device* device, std::unique_ptr<PluginLibrary> lib, const PluginConfig& config) {
+  if (lib->abi() != 2) return lib->Error("it speaks plugin ABI v1, not v2 (SPMD)");
+  std::unique_ptr<SpmdCollective> c(new SpmdCollective(device, std::move(lib)));
+  const int world = device->world_size();
+  auto contexts = std::make_shared<SpmdContexts>();
+  contexts->bootstrap.resize(world);
+  contexts->log.resize(world);
+  for (int r = 0; r < world; ++r) {
+    c->ranks_.push_back(std::make_unique<RankApi>(&c->host_, r));
+    contexts->bootstrap[r] =
+        BootstrapCtx{c.get(), &c->bootstrap_, c->ranks_[r].get(), &c->deadlocks_};
+    contexts->log[r] = LogCtx{c->plugin_->name, r};
+  }
+  c->contexts_ = contexts;
+  c->bootstrap_tables_.resize(world);
+  for (int r = 0; r < world; ++r) {
+    dmalab_bootstrap& b = c->bootstrap_tables_[r];
+    b.struct_size = sizeof(b);
+    b.ctx = &contexts->bootstrap[r];
+    b.allgather = BootstrapAllGather;
+    b.barrier = BootstrapBarrier;
+  }
+  c->states_.assign(world, nullptr);
+  c->last_held_.assign(world, 0);
+  c->growth_streak_.assign(world, 0);
+  c->growth_reported_.assign(world, false);
+  std::vector<dmalab_rank_config> configs(world);
+  for (int r = 0; r < world; ++r) {
+    dmalab_rank_config& k = configs[r];
+    k.struct_size = sizeof(k);
+    k.rank = r;
+    k.world_size = world;
+    k.dtype = FromDType(config.dtype);
+    k.max_bytes = config.max_bytes;
+    k.options = config.options.c_str();
+    k.log = Log;
+    k.log_ctx = &contexts->log[r];
+  }
+  absl::Status s = c->OnEveryRank("create", [&](int r) {
+    return c->plugin_->create(c->ranks_[r]->table(), &c->bootstrap_tables_[r], &configs[r],
+                              &c->states_[r]);
+  });
+  for (int r = 0; r < world && s.ok(); ++r) {
+    if (c->states_[r] == nullptr) {
+      s = absl::InvalidArgumentError(
+          absl::StrFormat("rank %d's create returned DMALAB_OK but no state", r));
+    }
+  }
+  if (!s.ok()) {
+    return c->lib_->Error(absl::StrCat("create failed: ", s.message()));
+  }
+  for (int r = 0; r < world; ++r) c->last_held_[r] = c->ranks_[r]->held().total();
+  return c;
+}
+
+std::string SpmdCollective::name() const { return absl::StrCat("plugin:", plugin_->name); }
+
+void SpmdCollective::AddFinding(std::string checker, int rank, std::string detail) {
+  DeviceFinding f;
+  f.checker = std::move(checker);
+  f.rank = rank;
+  f.detail = std::move(detail);
+  findings_.findings.push_back(std::move(f));
+}
+
+absl::Status SpmdCollective::RankStatus(int rank, int32_t code, std::string_view what) const {
+  if (code == DMALAB_OK) return absl::OkStatus();
+  const char* e = states_[rank] != nullptr ? plugin_->last_error(states_[rank]) : nullptr;
+  const std::string why = e != nullptr && e[0] != '\0'
+                              ? std::string(e)
+                              : std::string(ranks_[rank]->last_error()[0] != '\0'
+                                                ? ranks_[rank]->last_error()
+                                                : "(the plugin's last_error gives no message)");
+  const std::string text =
+      absl::StrFormat("plugin '%s' rank %d failed %s: %s", plugin_->name, rank, what, why);
+  switch (code) {
+    case DMALAB_ERROR_BAD_ARGUMENT:
+      return absl::InvalidArgumentError(text);
+    case DMALAB_ERROR_UNSUPPORTED:
+      return absl::FailedPreconditionError(absl::StrCat(text, " (unsupported request)"));
+    case DMALAB_ERROR_INTERNAL:
+      return absl::AbortedError(text);
+  }
+  return absl::AbortedError(
+      absl::StrFormat("%s (it returned %d, which is no DMALAB_* code)", text, code));
+}
+
+absl::Status SpmdCollective::OnEveryRank(std::string_view what,
+                                         const std::function<int32_t(int)>& call) {
+  if (bootstrap_.broken()) {
+    return absl::AbortedError(absl::StrFormat(
+        "plugin '%s': %s not run: its ranks lost step in an earlier bootstrap deadlock",
+        plugin_->name, what));
+  }
+  const int world = device_->world_size();
+  std::vector<int32_t> codes(world, DMALAB_OK);
+  for (int r = 0; r < world; ++r) bootstrap_.SetActivity(r, std::string(what));
+  deadlocks_.clear();
+  threads_.Run([&](int r) {
+    codes[r] = call(r);
+    bootstrap_.SetActivity(r, absl::StrFormat("it returned from %s", what));
+    return absl::OkStatus();
+  });
+  for (const std::string& d : deadlocks_) AddFinding("deadlock", -1, d);
+  for (int r = 0; r < world; ++r) {
+    std::vector<std::string> v = ranks_[r]->TakeViolations();
+    if (!v.empty()) {
+      return absl::AbortedError(
+          absl::StrFormat("plugin '%s' rank %d broke the ABI's ownership "
+                          "rule in %s: %s",
+                          plugin_->name, r, what, absl::StrJoin(v, "; ")));
+    }
+  }
+  if (!deadlocks_.empty()) {
+    return absl::AbortedError(
+        absl::StrFormat("plugin '%s' %s: %s", plugin_->name, what, deadlocks_.front()));
+  }
+  for (int r = 0; r < world; ++r) {
+    if (absl::Status s = RankStatus(r, codes[r], what); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+void SpmdCollective::CheckGrowth(std::string_view call) {
+  for (size_t r = 0; r < ranks_.size(); ++r) {
+    const HeldResources h = ranks_[r]->held();
+    growth_streak_[r] = h.total() > last_held_[r] ? growth_streak_[r] + 1 : 0;
+    last_held_[r] = h.total();
+    if (growth_streak_[r] < kGrowthCalls || growth_reported_[r]) continue;
+    growth_reported_[r] = true;
+    AddFinding(
+        "resource_growth", static_cast<int>(r),
+        absl::StrFormat(
+            "plugin '%s' rank %d holds more after each of the last %d calls (through %s): "
+            "now %d allocations, %d IPC mappings, %d streams, %d events; a collective "
+            "whose resources grow with every call in steady state overflows its tables "
+            "or the device's memory",
+            plugin_->name, r, kGrowthCalls, call, h.allocations, h.mappings, h.streams, h.events));
+  }
+}
+
+absl::StatusOr<std::vector<TensorView>> SpmdCollective::AllReduce(
+    absl::Span<const TensorView> inputs) {
+  const std::string call = absl::StrFormat("all_reduce call %d (default form)", ++calls_);
+  const int world = device_->world_size();
+  if (closed_) return absl::FailedPreconditionError(call + ": the collective was closed");
+  if (static_cast<int>(inputs.size()) != world) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: %d inputs for %d ranks", call, inputs.size(), world));
+  }
+  std::vector<dmalab_tensor> in(world);
+  for (int r = 0; r < world; ++r) {
+    absl::StatusOr<dmalab_tensor> t = Describe(inputs[r], absl::StrFormat("inputs[%d]", r));
+    if (!t.ok()) return t.status();
+    in[r] = *t;
+    ranks_[r]->Handed(inputs[r].mem);
+  }
+  std::vector<dmalab_mem> results(world);
+  absl::Status s = OnEveryRank(
+      call, [&](int r) { return plugin_->all_reduce(states_[r], &in[r], &results[r]); });
+  if (!s.ok()) return s;
+  std::vector<TensorView> outs;
+  for (int r = 0; r < world; ++r) {
+    const MemRef m{results[r].rank, results[r].addr, results[r].bytes, results[r].alloc_id};
+    if (m.rank != r || m.bytes < inputs[r].bytes()) {
+      return absl::AbortedError(absl::StrFormat(
+          "plugin '%s' %s: rank %d's result is on rank %d, %d bytes; it must be on rank %d and "
+          "hold %d bytes",
+          plugin_->name, call, r, m.rank, m.bytes, r, inputs[r].bytes()));
+    }
+    if (absl::Status h = ranks_[r]->HandOver(m, call); !h.ok()) return h;
+    absl::StatusOr<MemRef> resolved = ranks_[r]->FromPlugin(&results[r], "result");
+    outs.push_back(TensorView{*resolved, inputs[r].dtype, inputs[r].shape, true});
+  }
+  CheckGrowth(call);
+  return outs;
+}
+
+absl::Status SpmdCollective::AllReduce(absl::Span<const TensorView> inputs,
+                                       absl::Span<const TensorView> outs) {
+  const std::string call = absl::StrFormat("all_reduce call %d (explicit form)", ++calls_);
+  const int world = device_->world_size();
+  if (closed_) return absl::FailedPreconditionError(call + ": the collective was closed");
+  if (static_cast<int>(inputs.size()) != world || outs.size() != inputs.size()) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s: %d inputs and %d outs for %d ranks",
+                                                      call, inputs.size(), outs.size(), world));
+  }
+  std::vector<dmalab_tensor> in(world), out(world);
+  for (int r = 0; r < world; ++r) {
+    absl::StatusOr<dmalab_tensor> t = Describe(inputs[r], absl::StrFormat("inputs[%d]", r));
+    if (!t.ok()) return t.status();
+    absl::StatusOr<dmalab_tensor> o = Describe(outs[r], absl::StrFormat("outs[%d]", r));
+    if (!o.ok()) return o.status();
+    in[r] = *t;
+    out[r] = *o;
+    ranks_[r]->Handed(inputs[r].mem);
+    ranks_[r]->Handed(outs[r].mem);
+  }
+  absl::Status s = OnEveryRank(
+      call, [&](int r) { return plugin_->all_reduce_into(states_[r], &in[r], &out[r]); });
+  if (!s.ok()) return s;
+  CheckGrowth(call);
+  return absl::OkStatus();
+}
+
+absl::Status SpmdCollective::CaptureEnded() {
+  if (closed_ || plugin_->graph_captured == nullptr) return absl::OkStatus();
+  return OnEveryRank("graph_captured", [&](int r) { return plugin_->graph_captured(states_[r]); });
+}
+
+absl::Status SpmdCollective::Close() {
+  if (closed_) return absl::OkStatus();
+  closed_ = true;
+  absl::Status s = absl::OkStatus();
+  if (!bootstrap_.broken()) {
+    s = OnEveryRank("destroy", [&](int r) { return plugin_->destroy(states_[r]); });
+  }
+  for (size_t r = 0; r < ranks_.size(); ++r) {
+    if (ranks_[r]->held().total() == 0) continue;
+    AddFinding("resource_leak", static_cast<int>(r),
+               absl::StrFormat("plugin '%s' rank %d still holds after destroy: %s; an instance "
+                               "releases what it created (allocations freed, mappings closed, "
+                               "streams and events destroyed)",
+                               plugin_->name, r, ranks_[r]->DescribeHeld()));
+  }
+  return s;
+}
+
+DeviceFindings SpmdCollective::TakeFindings() { return std::exchange(findings_, {}); }
+
+}  // namespace dmalab

@@ -1,0 +1,79 @@
+// SpmdCollective: an ABI v2 plugin (include/dmalab/plugin.h) run as a Collective: one instance
+// per rank, each with its own dmalab_rank_api (RankApi) and a bootstrap, the W instances driven
+// as W host threads of control (RankThreads, interleaved by the device's seed), as W processes
+// would drive them. A call of the Collective is one call of every rank's instance.
+//
+// Besides what the device checks, the host side reports what only it can see: a bootstrap call
+// that some ranks never make (deadlock), what an instance still holds after destroy
+// (resource_leak), and resources that grow call after call (resource_growth).
+#ifndef DMALAB_COMMON_PLUGIN_SPMD_COLLECTIVE_H_
+#define DMALAB_COMMON_PLUGIN_SPMD_COLLECTIVE_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/core/collective.h"
+#include "common/core/device.h"
+#include "common/plugin/bootstrap.h"
+#include "common/plugin/plugin_collective.h"
+#include "common/plugin/plugin_library.h"
+#include "common/plugin/rank_api.h"
+#include "common/plugin/rank_threads.h"
+
+namespace dmalab {
+
+class SpmdCollective : public Collective {
+ public:
+  // Creates every rank's instance on `device` (which must outlive it) from a library speaking
+  // ABI v2. A create that fails, or a bootstrap deadlock in create, is InvalidArgument naming
+  // the rank.
+  static absl::StatusOr<std::unique_ptr<SpmdCollective>> Create(Device* device,
+                                                                std::unique_ptr<PluginLibrary> lib,
+                                                                const PluginConfig& config);
+  ~SpmdCollective() override;
+
+  std::string name() const override;
+  absl::StatusOr<std::vector<TensorView>> AllReduce(absl::Span<const TensorView> inputs) override;
+  absl::Status AllReduce(absl::Span<const TensorView> inputs,
+                         absl::Span<const TensorView> outs) override;
+  absl::Status CaptureEnded() override;
+  absl::Status Close() override;
+  DeviceFindings TakeFindings() override;
+
+  // After this many calls in a row, each leaving an instance holding more resources than the one
+  // before, the growth is reported (before a plugin's fixed table would overflow).
+  static constexpr int kGrowthCalls = 16;
+
+ private:
+  SpmdCollective(Device* device, std::unique_ptr<PluginLibrary> lib);
+  // Runs `call` on every rank's thread, marking what each rank does for deadlock messages;
+  // returns the first failure, a deadlock being a finding too.
+  absl::Status OnEveryRank(std::string_view what, const std::function<int32_t(int rank)>& call);
+  absl::Status RankStatus(int rank, int32_t code, std::string_view what) const;
+  void CheckGrowth(std::string_view call);
+  void AddFinding(std::string checker, int rank, std::string detail);
+
+  Device* device_;
+  std::shared_ptr<struct SpmdContexts> contexts_;  // what the C tables point into
+  std::unique_ptr<PluginLibrary> lib_;
+  const dmalab_plugin_v2* plugin_;
+  RankThreads threads_;
+  ThreadBootstrap bootstrap_;
+  SpmdHost host_;
+  std::vector<std::unique_ptr<RankApi>> ranks_;
+  std::vector<dmalab_bootstrap> bootstrap_tables_;
+  std::vector<void*> states_;
+  std::vector<std::string> deadlocks_;  // bootstrap deadlocks of the running call
+  std::vector<int64_t> last_held_;
+  std::vector<int> growth_streak_;
+  std::vector<bool> growth_reported_;
+  bool closed_ = false;
+  int64_t calls_ = 0;
+  DeviceFindings findings_;
+};
+
+}  // namespace dmalab
+
+#endif  // DMALAB_COMMON_PLUGIN_SPMD_COLLECTIVE_H_
