@@ -124,13 +124,6 @@ absl::Status SimDevice::ResolveMapping(MemRef& m, std::string_view what) {
         what, m.rank, m.addr));
   }
   const IpcExport& e = ipc_.exported(map->export_id);
-  if (m.end() > map->addr + map->bytes) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: rank %d [0x%x, 0x%x) reaches past the end of IPC mapping #%d [0x%x, 0x%x) of rank "
-        "%d's allocation #%d '%s'",
-        what, m.rank, m.addr, m.end(), map->id, map->addr, map->addr + map->bytes, e.rank,
-        e.alloc_id, e.tag));
-  }
   const MemRef owner{e.rank, e.addr + (m.addr - map->addr), m.bytes, e.alloc_id, map->id};
   if (!map->open) {
     Finding f = NewFinding(FindingKind::kStaleIpcMapping, e.rank, owner.addr, owner.end());
@@ -145,7 +138,17 @@ absl::Status SimDevice::ResolveMapping(MemRef& m, std::string_view what) {
     findings_.Add(std::move(f));
     return absl::FailedPreconditionError(error);
   }
-  CheckExporterAlive(m.rank, *map, owner, "used");
+  CheckExporterAlive(m.rank, *map,
+                     MemRef{e.rank, owner.addr, std::min(m.bytes, map->addr + map->bytes - m.addr),
+                            e.alloc_id, map->id},
+                     "used");
+  if (m.end() > map->addr + map->bytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: rank %d [0x%x, 0x%x) reaches past the end of IPC mapping #%d [0x%x, 0x%x) of rank "
+        "%d's allocation #%d '%s'",
+        what, m.rank, m.addr, m.end(), map->id, map->addr, map->addr + map->bytes, e.rank,
+        e.alloc_id, e.tag));
+  }
   m = owner;
   return absl::OkStatus();
 }

@@ -13,6 +13,7 @@ DMALAB_PLUGIN_EXPORT int not_a_plugin(void) { return 1; }
 typedef struct state {
   const dmalab_device_api* api;
   char error[256];
+  dmalab_mem kept; /* CASE_KEEPS_RAW_RESULT: rank 0's last result, as a raw pointer */
 } state;
 
 static state the_state;
@@ -34,11 +35,31 @@ static int32_t create(const dmalab_device_api* api, const dmalab_collective_conf
 static void destroy(void* p) { (void)p; }
 
 static int32_t all_reduce(void* p, const dmalab_tensor* inputs, dmalab_mem* results) {
+#if defined(CASE_KEEPS_RAW_RESULT)
+  /* Hands over fresh results (copies of the inputs: the values do not matter here), but keeps
+   * rank 0's as a raw pointer, without its allocation id. */
+  state* st = (state*)p;
+  for (int32_t r = 0; r < st->api->world_size; ++r) {
+    int32_t stream;
+    if (st->api->allocate(st->api->ctx, r, inputs[r].mem.bytes, "result", &results[r]) !=
+            DMALAB_OK ||
+        st->api->compute_stream(st->api->ctx, r, &stream) != DMALAB_OK ||
+        st->api->copy(st->api->ctx, stream, &results[r], &inputs[r].mem, "result copy") !=
+            DMALAB_OK) {
+      strcpy(st->error, st->api->last_error(st->api->ctx));
+      return DMALAB_ERROR;
+    }
+  }
+  st->kept = results[0];
+  st->kept.alloc_id = 0;
+  return DMALAB_OK;
+#else
   (void)p;
   (void)inputs;
   (void)results;
   strcpy(the_state.error, "the default form is not implemented");
   return DMALAB_ERROR;
+#endif
 }
 
 static int32_t all_reduce_into(void* p, const dmalab_tensor* inputs, const dmalab_tensor* outs) {
@@ -47,6 +68,15 @@ static int32_t all_reduce_into(void* p, const dmalab_tensor* inputs, const dmala
 #if defined(CASE_FREES_INPUT)
   /* Frees memory it does not own: the caller's input on rank 0. */
   if (st->api->free(st->api->ctx, &inputs[0].mem) != DMALAB_OK) {
+    strcpy(st->error, st->api->last_error(st->api->ctx));
+    return DMALAB_ERROR;
+  }
+  return DMALAB_OK;
+#elif defined(CASE_KEEPS_RAW_RESULT)
+  /* Writes through the kept raw pointer of a result the caller owns (and may have freed). */
+  int32_t stream;
+  if (st->api->compute_stream(st->api->ctx, 0, &stream) != DMALAB_OK ||
+      st->api->copy(st->api->ctx, stream, &st->kept, &inputs[0].mem, "stale write") != DMALAB_OK) {
     strcpy(st->error, st->api->last_error(st->api->ctx));
     return DMALAB_ERROR;
   }
