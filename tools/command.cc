@@ -33,4 +33,20 @@ absl::Status WriteTextFile(const std::string& path, std::string_view text) {
   return absl::OkStatus();
 }
 
+absl::Status CheckCollectiveOptions(const RunFlags& run, std::string_view where) {
+  if (run.collective_options.empty()) return absl::OkStatus();
+  if (run.collective == kRingCollective) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--collective-options: '%s' is for a plugin; the ring takes its settings from the "
+        "scenario and flags",
+        run.collective_options));
+  }
+  if (!where.empty()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--collective-options: %s does not take plugin options yet; use a single replay or demo",
+        where));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace dmalab

@@ -14,6 +14,7 @@ namespace dmalab {
 // AddRunFlags: a flag for all four is one line there and one field here).
 struct RunFlags {
   std::string collective = "ring";  // --collective=NAME|PATH.so: the collective under test
+  std::string collective_options;   // --collective-options=TEXT: handed to a plugin's create
   std::string json;                 // --json=PATH: also write the results as JSON (docs/json.md)
   bool quiet = false;               // --quiet: no progress on stderr
 };
@@ -21,6 +22,9 @@ struct RunFlags {
 // The collectives --collective accepts: "ring" (DmaAllReduce) or a plugin path. The error names the
 // value and what is allowed.
 absl::Status CheckCollective(const std::string& name);
+// --collective-options: only for a plugin, and only where the command opens it with them (`where`
+// names the mode, e.g. "replay --seeds"; empty: every mode of the command takes them).
+absl::Status CheckCollectiveOptions(const RunFlags& run, std::string_view where = "");
 
 // Writes `text` to `path` (replacing it); the error names the path and the reason (a full disk,
 // a directory without write permission).

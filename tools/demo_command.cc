@@ -93,6 +93,7 @@ int RunDemoCommand(const DemoCommand& c) {
   params.wire = opts.wire;
   params.pieces = opts.pieces;
   params.faults = opts.faults;
+  params.options = c.run.collective_options;
   absl::StatusOr<std::unique_ptr<Collective>> ar = OpenCollective(&dev, c.run.collective, params);
   if (!ar.ok()) return fail(ar.status());
   // The ring's plan names its pieces per size; a plugin's inner workings are its own.

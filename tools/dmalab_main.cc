@@ -67,6 +67,9 @@ std::function<absl::Status(const std::string&)> Accepts(Parse parse) {
 void AddRunFlags(FlagSet& f, RunFlags& run) {
   f.Text("--collective", &run.collective,
          "the collective under test: NAME (built in: ring) or PATH.so", CheckCollective);
+  f.Text("--collective-options", &run.collective_options,
+         "text handed to a plugin's create (dmalab_rank_config.options, v1's "
+         "dmalab_collective_config.options); the plugin parses it");
   f.Text("--json", &run.json, "also write the results as JSON to this path (docs/json.md)");
   f.Switch("-q,--quiet", &run.quiet, "no progress line on stderr (it is drawn only on a terminal)");
 }

@@ -161,6 +161,13 @@ int RunReplayCommand(const ReplayCommand& c) {
   if (*fidelity == Fidelity::kShadow && !c.dump_dir.empty()) {
     return BadInput("--dump needs values; the shadow fidelity keeps none (drop --fidelity=shadow)");
   }
+  if (absl::Status s =
+          CheckCollectiveOptions(c.run, c.check_determinism ? "replay --check-determinism"
+                                        : c.seeds > 0       ? "replay --seeds"
+                                                            : "");
+      !s.ok()) {
+    return BadInput(std::string(s.message()));
+  }
   if (c.check_determinism)
     return CheckDeterminism(*scenario, *faults, seed, c.pieces, *fidelity, c.run.collective);
   if (c.seeds > 0) return RunSeedSweep(*scenario, *faults, c, *fidelity);
@@ -175,6 +182,7 @@ int RunReplayCommand(const ReplayCommand& c) {
 
   ReplayOptions options;
   options.collective = c.run.collective;
+  options.collective_options = c.run.collective_options;
   options.faults = *faults;
   options.pieces = c.pieces;
   auto* sim = dynamic_cast<SimDevice*>(device->get());

@@ -106,6 +106,7 @@ absl::Status DescribeDevices(const SweepCommand& c, const Topology& topology,
 }  // namespace
 
 int RunSweepCommand(const SweepCommand& c, const SweepNcclJsonOption& nccl) {
+  if (absl::Status s = CheckCollectiveOptions(c.run, "sweep"); !s.ok()) return Fail(s);
   if (absl::Status s = CheckCollective(c.run.collective); !s.ok()) {
     return Fail(absl::InvalidArgumentError(absl::StrCat("--collective: ", s.message())));
   }

@@ -518,6 +518,9 @@ int RunZooCommand(const ZooCommand& command) {
   absl::StatusOr<Fidelity> fidelity = ParseFidelity(command.fidelity);
   if (!fidelity.ok()) return bad_input(absl::StrCat("--", fidelity.status().message()));
   options.fidelity = *fidelity;
+  if (absl::Status s = CheckCollectiveOptions(command.run, "zoo"); !s.ok()) {
+    return bad_input(std::string(s.message()));
+  }
   if (absl::Status s = CheckCollective(command.run.collective); !s.ok()) {
     return bad_input(absl::StrCat("--collective: ", s.message()));
   }
