@@ -116,7 +116,7 @@ class SimDevice : public Device {
   absl::Status ReadRank(const MemRef& src, absl::Span<uint8_t> bytes) override;
   // IPC mappings `rank` holds open; live allocations on `rank`.
   int64_t OpenMappings(int rank) const { return ipc_.OpenMappings(rank); }
-  int64_t LiveAllocations(int rank) const;
+  int64_t LiveAllocations(int rank) const override;
 
   Fidelity fidelity() const { return fidelity_; }
 

@@ -45,6 +45,9 @@ class Collective {
   // What the collective's host side found since the last call (resources leaked at Close or
   // growing call after call, a bootstrap deadlock), typed as a device's findings.
   virtual DeviceFindings TakeFindings() { return {}; }
+  // Whether the collective reports its own resource growth (in TakeFindings); otherwise the
+  // replay watches the device's live allocations that the scenario does not hold.
+  virtual bool TracksOwnGrowth() const { return false; }
 };
 
 // A failed call's status says whose fault it was (common/scenario/replay.h, IsRejectedArguments):

@@ -184,6 +184,10 @@ class Device {
     return absl::UnimplementedError(absl::StrFormat("device '%s' has no IPC", name()));
   }
 
+  // Allocations live on `rank` (handed out, not freed), or -1 where the device does not count
+  // them; the replay reads collectives' resource growth from it.
+  virtual int64_t LiveAllocations(int /*rank*/) const { return -1; }
+
   // Runs what can run without more host calls; true when all work enqueued on `rank`'s streams
   // has completed. A rank's own host thread polls this where Synchronize would wait, when other
   // ranks' threads may still have to enqueue what its work waits for (SPMD collectives).

@@ -139,9 +139,7 @@ absl::StatusOr<std::unique_ptr<SpmdCollective>> SpmdCollective::Create(
     b.barrier = BootstrapBarrier;
   }
   c->states_.assign(world, nullptr);
-  c->last_held_.assign(world, 0);
-  c->growth_streak_.assign(world, 0);
-  c->growth_reported_.assign(world, false);
+  c->growth_.resize(world);
   std::vector<dmalab_rank_config> configs(world);
   for (int r = 0; r < world; ++r) {
     dmalab_rank_config& k = configs[r];
@@ -167,7 +165,7 @@ absl::StatusOr<std::unique_ptr<SpmdCollective>> SpmdCollective::Create(
   if (!s.ok()) {
     return c->lib_->Error(absl::StrCat("create failed: ", s.message()));
   }
-  for (int r = 0; r < world; ++r) c->last_held_[r] = c->ranks_[r]->held().total();
+  for (int r = 0; r < world; ++r) c->growth_[r].Start(c->ranks_[r]->held().total());
   return c;
 }
 
@@ -242,18 +240,15 @@ absl::Status SpmdCollective::OnEveryRank(std::string_view what,
 void SpmdCollective::CheckGrowth(std::string_view call) {
   for (size_t r = 0; r < ranks_.size(); ++r) {
     const HeldResources h = ranks_[r]->held();
-    growth_streak_[r] = h.total() > last_held_[r] ? growth_streak_[r] + 1 : 0;
-    last_held_[r] = h.total();
-    if (growth_streak_[r] < kGrowthCalls || growth_reported_[r]) continue;
-    growth_reported_[r] = true;
-    AddFinding(
-        "resource_growth", static_cast<int>(r),
-        absl::StrFormat(
-            "plugin '%s' rank %d holds more after each of the last %d calls (through %s): "
-            "now %d allocations, %d IPC mappings, %d streams, %d events; a collective "
-            "whose resources grow with every call in steady state overflows its tables "
-            "or the device's memory",
-            plugin_->name, r, kGrowthCalls, call, h.allocations, h.mappings, h.streams, h.events));
+    if (!growth_[r].After(h.total())) continue;
+    AddFinding("resource_growth", static_cast<int>(r),
+               absl::StrFormat(
+                   "plugin '%s' rank %d holds more after each of the last %d calls (through %s): "
+                   "now %d allocations, %d IPC mappings, %d streams, %d events; a collective "
+                   "whose resources grow with every call in steady state overflows its tables "
+                   "or the device's memory",
+                   plugin_->name, r, ResourceGrowth::kCalls, call, h.allocations, h.mappings,
+                   h.streams, h.events));
   }
 }
 

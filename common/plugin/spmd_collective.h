@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "common/core/collective.h"
 #include "common/core/device.h"
+#include "common/core/resource_growth.h"
 #include "common/plugin/bootstrap.h"
 #include "common/plugin/plugin_collective.h"
 #include "common/plugin/plugin_library.h"
@@ -42,9 +43,8 @@ class SpmdCollective : public Collective {
   absl::Status Close() override;
   DeviceFindings TakeFindings() override;
 
-  // After this many calls in a row, each leaving an instance holding more resources than the one
-  // before, the growth is reported (before a plugin's fixed table would overflow).
-  static constexpr int kGrowthCalls = 16;
+  // Its resource growth is its own (RankApi's books count mappings, streams and events too).
+  bool TracksOwnGrowth() const override { return true; }
 
  private:
   SpmdCollective(Device* device, std::unique_ptr<PluginLibrary> lib);
@@ -66,9 +66,7 @@ class SpmdCollective : public Collective {
   std::vector<dmalab_bootstrap> bootstrap_tables_;
   std::vector<void*> states_;
   std::vector<std::string> deadlocks_;  // bootstrap deadlocks of the running call
-  std::vector<int64_t> last_held_;
-  std::vector<int> growth_streak_;
-  std::vector<bool> growth_reported_;
+  std::vector<ResourceGrowth> growth_;
   bool closed_ = false;
   int64_t calls_ = 0;
   DeviceFindings findings_;

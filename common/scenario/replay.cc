@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "common/core/hash.h"
 #include "common/core/provenance.h"
+#include "common/core/resource_growth.h"
 #include "common/core/result_checks.h"
 #include "common/plugin/open_collective.h"
 #include "common/ring/dma_all_reduce.h"
@@ -146,6 +147,11 @@ class Replayer {
   absl::Status One(const Step& step);
   absl::Status Fill(const Step& step);
   absl::Status AllReduce(const Step& step);
+  // Allocations live on `rank` that no scenario tensor holds (-1: the device does not count).
+  int64_t HeldByCollective(int rank) const;
+  // A resource_growth finding for collectives that do not report their own.
+  void CheckGrowth();
+  std::vector<ResourceGrowth> growth_;
   absl::Status Add(const Step& step);
   absl::Status Retain(const Step& step);
   absl::Status ExpectEqual(const Step& step);
@@ -598,7 +604,36 @@ absl::Status Replayer::AllReduce(const Step& step) {
     capturing_->all_reduces.push_back(std::move(c));
     return absl::OkStatus();
   }
+  CheckGrowth();
   return CheckOutput(std::move(rec), out);
+}
+
+int64_t Replayer::HeldByCollective(int rank) const {
+  const int64_t live = d_->LiveAllocations(rank);
+  if (live < 0) return -1;
+  int64_t scenario = 0;
+  for (const auto& [name, t] : live_) {
+    for (const MemRef& m : t.allocations) scenario += m.rank == rank ? 1 : 0;
+  }
+  return live - scenario;
+}
+
+void Replayer::CheckGrowth() {
+  if (ar_ == nullptr || ar_->TracksOwnGrowth()) return;
+  if (growth_.empty()) growth_.resize(s_.world);
+  for (int rank = 0; rank < s_.world; ++rank) {
+    const int64_t held = HeldByCollective(rank);
+    if (held < 0 || !growth_[rank].After(held)) continue;
+    ReplayFinding f = NewFinding(ReplayFindingKind::kDeviceChecker, rank);
+    f.checker = "resource_growth";
+    f.signature = absl::StrCat("resource_growth ", ar_->name());
+    f.detail = absl::StrFormat(
+        "%s holds %d allocations on rank %d beyond the scenario's live tensors, more after each "
+        "of the last %d calls; a collective whose allocations grow with every call in steady "
+        "state runs the device out of memory",
+        ar_->name(), held, rank, ResourceGrowth::kCalls);
+    AddFinding(std::move(f));
+  }
 }
 
 absl::Status Replayer::CheckOutput(AllReduceRecord rec, const LiveTensor& out) {

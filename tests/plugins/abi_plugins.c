@@ -72,6 +72,15 @@ static int32_t all_reduce_into(void* p, const dmalab_tensor* inputs, const dmala
     return DMALAB_ERROR;
   }
   return DMALAB_OK;
+#elif defined(CASE_LEAKS_PER_CALL)
+  /* A registration per call that is never released: one more allocation on rank 0 each call. */
+  dmalab_mem leaked;
+  (void)inputs;
+  if (st->api->allocate(st->api->ctx, 0, 512, "per-call registration", &leaked) != DMALAB_OK) {
+    strcpy(st->error, st->api->last_error(st->api->ctx));
+    return DMALAB_ERROR;
+  }
+  return DMALAB_OK;
 #elif defined(CASE_KEEPS_RAW_RESULT)
   /* Writes through the kept raw pointer of a result the caller owns (and may have freed). */
   int32_t stream;

@@ -178,6 +178,54 @@ steps:
   EXPECT_FALSE(r.pass());
 }
 
+TEST(SpmdAbiTest, AV1PluginWhoseAllocationsGrowEveryCallIsReportedOnceAtTheSixteenthCall) {
+  const std::string yaml = R"(name: leaks_per_call
+world: 2
+dtype: bf16
+shapes: {v: [2048]}
+tensors: {a: v, b: v}
+steps:
+  - fill: {tensor: a, kind: int, lo: 1, hi: 4}
+  - fill: {tensor: b, kind: int, lo: 1, hi: 4}
+  - repeat:
+      times: 40
+      steps:
+        - all_reduce: {input: a, out: b}
+)";
+  const ReplayReport r = ReplayText(yaml, Case("abi_leaks_per_call"), 1);
+  std::vector<const ReplayFinding*> growth;
+  for (const ReplayFinding& f : r.findings) {
+    if (f.checker == "resource_growth") growth.push_back(&f);
+  }
+  ASSERT_EQ(growth.size(), 1u) << FormatReportText(r);
+  EXPECT_EQ(growth[0]->rank, 0);
+  EXPECT_EQ(growth[0]->iteration, 16);
+  EXPECT_EQ(growth[0]->detail,
+            "plugin:abi_case holds 16 allocations on rank 0 beyond the scenario's live tensors, "
+            "more after each of the last 16 calls; a collective whose allocations grow with every "
+            "call in steady state runs the device out of memory");
+}
+
+TEST(SpmdAbiTest, TheRingsAllocationsDoNotGrow) {
+  const std::string yaml = R"(name: ring_steady
+world: 2
+dtype: bf16
+shapes: {v: [2048]}
+tensors: {a: v, b: v, r: v}
+steps:
+  - fill: {tensor: a, kind: int, lo: 1, hi: 4}
+  - fill: {tensor: b, kind: int, lo: 1, hi: 4}
+  - repeat:
+      times: 40
+      steps:
+        - all_reduce: {input: a, out: b}
+        - all_reduce: {input: a, result: r}
+        - release: r
+)";
+  const ReplayReport r = ReplayText(yaml, "ring", 1);
+  EXPECT_TRUE(r.pass()) << FormatReportText(r);
+}
+
 struct SpmdExample {
   std::string plugin;
   std::string scenario;
