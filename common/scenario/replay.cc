@@ -368,13 +368,16 @@ absl::Status Replayer::Steps(const std::vector<Step>& steps) {
 }
 
 absl::Status Replayer::CheckBounds() const {
-  if (o_.max_steps > 0 && total_steps_ > o_.max_steps) {
+  // The work counts every repeat iteration, so repeats around an empty body are bounded too.
+  const int64_t work = s_.ExpandedWork();
+  if (o_.max_steps > 0 && work > o_.max_steps) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: found %s steps with repeats expanded, allowed at most %d steps in one replay "
-        "(ReplayOptions::max_steps; reduce the repeat counts)",
+        "%s: found %s steps with repeats expanded (every repeat iteration counting as one step at "
+        "least), allowed at most %d steps in one replay (ReplayOptions::max_steps; reduce the "
+        "repeat counts)",
         s_.file,
-        total_steps_ == std::numeric_limits<int64_t>::max() ? "more than 2^63"
-                                                            : absl::StrFormat("%d", total_steps_),
+        work == std::numeric_limits<int64_t>::max() ? "more than 2^63"
+                                                    : absl::StrFormat("%d", work),
         o_.max_steps));
   }
   if (o_.max_memory_bytes > 0 && values_) {

@@ -55,9 +55,9 @@ struct ReplayOptions {
   // before the replay frees them; an error ends the replay with that error.
   std::function<absl::Status(const std::string&, const std::vector<TensorView>&)> inspect_at_end;
 
-  // Bound on work: a scenario whose step count, repeats expanded (Scenario::ExpandedStepCount,
-  // computed before anything runs, saturating instead of overflowing), exceeds max_steps is
-  // refused as bad input. 0: no bound.
+  // Bound on work: a scenario whose step count, repeats expanded and every repeat iteration
+  // counting as one step at least (Scenario::ExpandedWork, computed before anything runs,
+  // saturating instead of overflowing), exceeds max_steps is refused as bad input. 0: no bound.
   int64_t max_steps = kDefaultMaxReplaySteps;
   // Bound on memory, bytes: when > 0 and the device holds values, a scenario whose
   // EstimateReplayMemory(...).Total() exceeds it is refused as bad input before anything is

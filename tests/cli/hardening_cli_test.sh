@@ -23,7 +23,7 @@ expect() {
 printf 'world: 4\ntensors: {x: [64]}\nsteps: &s\n  - repeat: {times: 2, steps: *s}\n' > "$tmp/c.yaml"
 expect 2 "dmalab replay: $tmp/c.yaml:4:13: field 'steps[0].repeat.steps': found an alias to a list or map that contains the alias (a cycle), allowed aliases to nodes outside themselves" replay "$tmp/c.yaml"
 # 11. 10^18 steps: refused before running.
-expect 2 "dmalab replay: tests/fuzz/corpus_loader/huge_repeat.yaml: found 1000000000000000001 steps with repeats expanded, allowed at most 10000000 steps in one replay (ReplayOptions::max_steps; reduce the repeat counts)" replay tests/fuzz/corpus_loader/huge_repeat.yaml
+expect 2 "dmalab replay: tests/fuzz/corpus_loader/huge_repeat.yaml: found 1000000000000000001 steps with repeats expanded (every repeat iteration counting as one step at least), allowed at most 10000000 steps in one replay (ReplayOptions::max_steps; reduce the repeat counts)" replay tests/fuzz/corpus_loader/huge_repeat.yaml
 # 12. An endless input, and 13. a directory.
 expect 2 "dmalab replay: /dev/zero: found more than 4194304 bytes, allowed a scenario file of at most 4194304 bytes" replay /dev/zero
 expect 2 "dmalab replay: $tmp: is a directory, allowed a scenario file" replay "$tmp"
