@@ -63,6 +63,16 @@ int RunDemoCommand(const DemoCommand& c) {
   if (!faults.ok()) return fail(faults.status());
   absl::StatusOr<WireMode> wire = ParseWireMode(c.wire);
   if (!wire.ok()) return fail(wire.status());
+  // The smallest all-reduce is W * 8 elements (the ring's rule, which demo applies to any
+  // collective); a size below it would run nothing, and a run of nothing is no PASS.
+  const uint64_t smallest = static_cast<uint64_t>(world) * 8 * DTypeBytes(*dtype);
+  if (c.min_bytes < smallest) {
+    return fail(absl::InvalidArgumentError(absl::StrFormat(
+        "-b is %s: an all-reduce over %d ranks takes a multiple of %d elements (%d x 8), at least "
+        "%s of %s; allowed: -b >= %s",
+        DescribeByteSize(c.min_bytes), world, world * 8, world, DescribeByteSize(smallest),
+        DTypeName(*dtype), DescribeByteSize(smallest))));
+  }
   SimDevice dev(world, c.seed);
   DmaAllReduceOptions opts;
   opts.max_bytes = c.max_bytes;

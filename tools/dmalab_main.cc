@@ -138,6 +138,12 @@ int Replay(int argc, const char* const* argv) {
       rc >= 0) {
     return rc;
   }
+  if (int rc =
+          f.NotBoth("--seeds", "--check-determinism",
+                    "--seeds replays seeds 1..N once each, --check-determinism one seed twice");
+      rc >= 0) {
+    return rc;
+  }
   return RunReplayCommand(c);
 }
 
