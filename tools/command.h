@@ -1,5 +1,5 @@
 // What the commands of the command line share: the flags of every command that runs the
-// collective (replay, zoo, sweep, demo), and writing result files.
+// collective (replay, zoo, sweep, demo), and writing result files (tools/output_file.h).
 #ifndef DMALAB_TOOLS_COMMAND_H_
 #define DMALAB_TOOLS_COMMAND_H_
 
@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "tools/output_file.h"  // WriteTextFile: every command's report files
 
 namespace dmalab {
 
@@ -21,10 +22,6 @@ struct RunFlags {
 // The collectives --collective accepts: "ring" (DmaAllReduce) or a plugin path. The error names the
 // value and what is allowed.
 absl::Status CheckCollective(const std::string& name);
-
-// Writes `text` to `path` (replacing it); the error names the path and the reason (a full disk,
-// a directory without write permission).
-absl::Status WriteTextFile(const std::string& path, std::string_view text);
 
 }  // namespace dmalab
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/core/byte_size.h"
 #include "common/core/dtype.h"
@@ -15,6 +16,7 @@
 #include "common/ring/ring_planner.h"
 #include "common/ring/wire.h"
 #include "tools/calibrate_command.h"
+#include "tools/checked_stdout.h"
 #include "tools/cli_flags.h"
 #include "tools/command.h"
 #include "tools/demo_command.h"
@@ -276,7 +278,9 @@ std::string CommandNames() {
 }  // namespace
 }  // namespace dmalab
 
-int main(int argc, char** argv) {
+namespace {
+
+int Run(int argc, char** argv) {
   using dmalab::cli::kExitPass;
   using dmalab::cli::kExitUsage;
   if (argc < 2) {
@@ -309,4 +313,13 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   return c->run(argc - 1, argv + 1);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  dmalab::CheckStdout();
+  const int rc = Run(argc, argv);
+  const bool known = argc >= 2 && dmalab::FindCommand(argv[1]) != nullptr;
+  return dmalab::FinishStdout(known ? absl::StrCat("dmalab ", argv[1]) : "dmalab", rc);
 }

@@ -5,7 +5,6 @@
 
 #include <cstdio>
 #include <ctime>
-#include <fstream>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -27,14 +26,6 @@ namespace {
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "dmalab sweep: %s\n", std::string(s.message()).c_str());
   return 2;
-}
-
-absl::Status WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  out.close();
-  if (!out) return absl::UnavailableError(absl::StrFormat("cannot write '%s'", path));
-  return absl::OkStatus();
 }
 
 absl::StatusOr<SweepOptions> ParseOptions(const SweepCommand& c) {
@@ -198,15 +189,18 @@ int RunSweepCommand(const SweepCommand& c, const SweepNcclJsonOption& nccl) {
     std::fputs(sim->findings().ToString().c_str(), stdout);
     failed = true;
   }
-  if (!c.csv.empty()) {
-    if (absl::Status s = WriteFile(c.csv, SweepCsv(context, *rows)); !s.ok()) return Fail(s);
-  }
-  if (!c.run.json.empty()) {
-    if (absl::Status s = WriteFile(c.run.json, SweepJson(context, *rows)); !s.ok()) return Fail(s);
-  }
-  if (!nccl.path.empty()) {
-    if (absl::Status s = WriteFile(nccl.path, SweepNcclJson(context, *rows)); !s.ok()) {
-      return Fail(s);
+  // Each file the command line asked for, with its flag in errors.
+  struct OutputFile {
+    const char* flag;
+    const std::string& path;
+    std::string (*format)(const SweepContext&, absl::Span<const SweepRow>);
+  };
+  for (const OutputFile& out :
+       {OutputFile{"--csv", c.csv, SweepCsv}, OutputFile{"--json", c.run.json, SweepJson},
+        OutputFile{"-J", nccl.path, SweepNcclJson}}) {
+    if (out.path.empty()) continue;
+    if (absl::Status s = WriteTextFile(out.path, out.format(context, *rows)); !s.ok()) {
+      return Fail(absl::Status(s.code(), absl::StrCat(out.flag, ": ", s.message())));
     }
   }
   std::printf("# status=%s\n", failed ? "FAIL" : "PASS");
