@@ -13,4 +13,9 @@ absl::Status CheckCollective(const std::string& name) {
       name));
 }
 
+std::string CollectiveAsWritten(const std::string& name) {
+  if (name == kRingCollective || name.find('/') != std::string::npos) return name;
+  return "./" + name;
+}
+
 }  // namespace dmalab

@@ -23,6 +23,12 @@ struct RunFlags {
 // value and what is allowed.
 absl::Status CheckCollective(const std::string& name);
 
+// The plugin path `name` as the user wrote it: a path without '/' ("minimal.so") gets "./" in
+// front, so that the loader opens that file in the current folder instead of searching the
+// library path (LD_LIBRARY_PATH, the system's folders) for a library of that name. Other names
+// are returned as they are.
+std::string CollectiveAsWritten(const std::string& name);
+
 }  // namespace dmalab
 
 #endif  // DMALAB_TOOLS_COMMAND_H_

@@ -68,7 +68,10 @@ std::function<absl::Status(const std::string&)> Accepts(Parse parse) {
 // The flags of replay, zoo, sweep and demo (RunFlags): one line here per flag.
 void AddRunFlags(FlagSet& f, RunFlags& run) {
   f.Text("--collective", &run.collective,
-         "the collective under test: NAME (built in: ring) or PATH.so", CheckCollective);
+         "the collective under test: NAME (built in: ring) or PATH.so (a path without '/' is "
+         "in the current folder)",
+         CheckCollective)
+      ->transform(CollectiveAsWritten);
   f.Text("--json", &run.json, "also write the results as JSON to this path (docs/json.md)");
   f.Switch("-q,--quiet", &run.quiet, "no progress line on stderr (it is drawn only on a terminal)");
 }

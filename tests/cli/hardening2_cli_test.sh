@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Hostile input to the command line, round 2 (issue 25): each case the exact input, exit status
+# and message kind. Never a crash, a hang, a silent exit 0, a half-written file, a write outside
+# --dump, or a library loaded from the working directory.
+set -uo pipefail
+dmalab="$(realpath "$1")"
+examples="$(realpath "$2")"  # the example plugins (build/examples)
+cd "$(dirname "$0")/../.."
+root="$PWD"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+# expect STATUS MESSAGE ARGS...: runs dmalab ARGS (60 s at most), checks the exit status and
+# that stderr is exactly MESSAGE.
+expect() {
+  local want="$1" message="$2"
+  shift 2
+  timeout 60 "$dmalab" "$@" > "$tmp/out.txt" 2> "$tmp/err.txt"
+  local rc=$?
+  [[ $rc -eq $want ]] || fail "dmalab $*: exit $rc, wanted $want; stderr: $(head -c 600 "$tmp/err.txt")"
+  [[ "$(cat "$tmp/err.txt")" == "$message" ]] ||
+    fail "dmalab $*: stderr '$(head -c 600 "$tmp/err.txt")', wanted '$message'"
+}
+
+# --- item 4: nested repeats around an empty body loop 10^18 times: refused before running ----
+printf 'world: 2\ntensors: {x: [64]}\nsteps:\n  - fill: {tensor: x}\n  - repeat: {times: 1000000, steps: [{repeat: {times: 1000000, steps: [{repeat: {times: 1000000, steps: []}}]}}]}\n' > "$tmp/empty_repeats.yaml"
+expect 2 "dmalab replay: $tmp/empty_repeats.yaml: found 1000000000000000001 steps with repeats expanded (every repeat iteration counting as one step at least), allowed at most 10000000 steps in one replay (ReplayOptions::max_steps; reduce the repeat counts)" replay "$tmp/empty_repeats.yaml"
+
+# --- item 7: nothing is loaded from the working directory ------------------------------------
+# A plugin path without '/' is the file in the current folder, as written, never a library the
+# loader finds on its search path (libyaml-cpp.so is on the system's).
+expect 2 "dmalab replay: $root/examples/plugins/persistent_workspace.yaml: plugin ./libyaml-cpp.so: cannot load it: ./libyaml-cpp.so: cannot open shared object file: No such file or directory" replay "$root/examples/plugins/persistent_workspace.yaml" --collective=libyaml-cpp.so
+cp "$examples/fresh_output.so" "$tmp/mine.so"
+(cd "$tmp" && timeout 60 "$dmalab" replay "$root/examples/plugins/persistent_workspace.yaml" --collective=mine.so > out.txt 2>&1) ||
+  fail "a plugin named without '/' in the current folder: $(cat "$tmp/out.txt")"
+grep -q '^collective=plugin:fresh_output ' "$tmp/out.txt" || fail "mine.so: $(head -3 "$tmp/out.txt")"
+
+# --- item 8: output that cannot be written is exit 2 with the reason, in every command --------
+for args in "--version" "--help" "demo --help" "plan" "demo -b 64K -e 64K" "zoo --help" "sweep --help"; do
+  read -r -a argv <<< "$args"
+  timeout 60 "$dmalab" "${argv[@]}" > /dev/full 2> "$tmp/err.txt"
+  rc=$?
+  [[ $rc -eq 2 ]] || fail "dmalab $args > /dev/full: exit $rc, wanted 2"
+  grep -qx "dmalab\( [a-z]*\)\?: cannot write to stdout: No space left on device" "$tmp/err.txt" ||
+    fail "dmalab $args > /dev/full: $(cat "$tmp/err.txt")"
+done
+timeout 60 "$dmalab" plan >&- 2> "$tmp/err.txt"
+rc=$?
+[[ $rc -eq 2 && "$(cat "$tmp/err.txt")" == "dmalab plan: cannot write to stdout: Bad file descriptor" ]] ||
+  fail "plan with stdout closed: exit $rc: $(cat "$tmp/err.txt")"
+# A reader that goes away: the run goes on, writes its --json, then exits 2 naming the reason
+# (was: killed by SIGPIPE before writing it). 2000 all-reduce lines overflow the pipe's buffer.
+printf 'world: 2\ntensors: {x: [64]}\nsteps:\n  - fill: {tensor: x}\n  - repeat: {times: 2000, steps: [{all_reduce: {input: x, in_place: true}}]}\n' > "$tmp/many.yaml"
+timeout 60 "$dmalab" replay "$tmp/many.yaml" --json="$tmp/many.json" 2> "$tmp/err.txt" | head -1 > /dev/null
+rc=${PIPESTATUS[0]}
+[[ $rc -eq 2 ]] || fail "replay | head -1: exit $rc, wanted 2"
+[[ "$(cat "$tmp/err.txt")" == "dmalab replay: cannot write to stdout: Broken pipe" ]] ||
+  fail "replay | head -1: $(cat "$tmp/err.txt")"
+/usr/bin/python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); assert r["summary"]["status"] == "PASS" and r["all_reduces_total"] == 2000' "$tmp/many.json" ||
+  fail "replay | head -1 did not write its --json"
+# --dump never writes through a link already in the dump folder.
+mkdir -p "$tmp/dump" && echo precious > "$tmp/outside.txt"
+ln -s "$tmp/outside.txt" "$tmp/dump/x.rank0.npy"
+timeout 60 "$dmalab" replay tests/cli/live_at_end.yaml --dump="$tmp/dump" > /dev/null 2>&1 || fail "dump replay"
+[[ "$(cat "$tmp/outside.txt")" == precious ]] || fail "--dump wrote through a link"
+[[ -f "$tmp/dump/x.rank0.npy" && ! -L "$tmp/dump/x.rank0.npy" ]] || fail "the link was not replaced"
+# Two runs writing one --json path, 20 times over: the file is always one whole report.
+for i in $(seq 20); do
+  "$dmalab" replay tests/cli/live_at_end.yaml --json="$tmp/race.json" > /dev/null &
+  "$dmalab" replay tests/cli/live_at_end.yaml --seed=7 --json="$tmp/race.json" > /dev/null &
+  wait
+  /usr/bin/python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$tmp/race.json" ||
+    fail "two runs writing one --json left invalid JSON (round $i)"
+done
+[[ -z "$(ls -A "$tmp" | grep '\.tmp\.')" ]] || fail "temporary files left: $(ls -A "$tmp")"
+
+# --- item 10: usage errors instead of silent nothing ------------------------------------------
+expect 2 "dmalab demo: -b is 1 B: an all-reduce over 4 ranks takes a multiple of 32 elements (4 x 8), at least 64 B of bf16; allowed: -b >= 64 B" demo -b 1 -e 1
+expect 2 "dmalab replay: --seeds and --check-determinism cannot be given together (--seeds replays seeds 1..N once each, --check-determinism one seed twice); give one
+run 'dmalab replay --help' for its flags" replay tests/cli/live_at_end.yaml --seeds=3 --check-determinism
+
+echo "hardening2_cli_test: all cases passed"
