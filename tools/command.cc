@@ -14,7 +14,7 @@ absl::Status CheckCollective(const std::string& name) {
 }
 
 std::string CollectiveAsWritten(const std::string& name) {
-  if (name == kRingCollective || name.find('/') != std::string::npos) return name;
+  if (!IsPluginPath(name) || name.find('/') != std::string::npos) return name;
   return "./" + name;
 }
 

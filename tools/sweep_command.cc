@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <memory>
@@ -173,6 +174,17 @@ int RunSweepCommand(const SweepCommand& c, const SweepNcclJsonOption& nccl) {
     return 1;
   }
   if (!rows.ok()) return Fail(rows.status());
+  // A time that is not a finite positive number has no bandwidth: never printed as inf or nan,
+  // nor written into JSON (the topology's bounds keep the timing model's times finite).
+  for (const SweepRow& r : *rows) {
+    for (double us : {r.out_of_place.time_us, r.in_place.time_us, r.sol_us}) {
+      if (!std::isfinite(us) || us <= 0) {
+        return Fail(absl::InternalError(absl::StrFormat(
+            "the time measured at %s is %g us, not a finite positive number; no row is written",
+            DescribeByteSize(r.bytes), us)));
+      }
+    }
+  }
   context.end_time = LocalTime();
   std::fputs(SweepTableFooter(context, *rows).c_str(), stdout);
 

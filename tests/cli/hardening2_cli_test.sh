@@ -26,6 +26,27 @@ expect() {
 printf 'world: 2\ntensors: {x: [64]}\nsteps:\n  - fill: {tensor: x}\n  - repeat: {times: 1000000, steps: [{repeat: {times: 1000000, steps: [{repeat: {times: 1000000, steps: []}}]}}]}\n' > "$tmp/empty_repeats.yaml"
 expect 2 "dmalab replay: $tmp/empty_repeats.yaml: found 1000000000000000001 steps with repeats expanded (every repeat iteration counting as one step at least), allowed at most 10000000 steps in one replay (ReplayOptions::max_steps; reduce the repeat counts)" replay "$tmp/empty_repeats.yaml"
 
+# --- item 5: topology values outside physical ranges are located errors --------------------
+# memory_gbps: 5e-324 made the timing model loop forever; 1e308 gave inf and -nan times that
+# PASSed, and -J wrote them (invalid JSON).
+sed 's/^memory_gbps: .*/memory_gbps: 5e-324/' scenarios/topologies/h200_virtual_ranks.yaml > "$tmp/tiny.yaml"
+line=$(grep -n '^memory_gbps:' "$tmp/tiny.yaml" | cut -d: -f1)
+expect 2 "dmalab sweep: $tmp/tiny.yaml:$line:14: field 'memory_gbps': found '5e-324', allowed a rate in 0.001..1000000 GB/s" sweep --backend=sim --topology="$tmp/tiny.yaml" -b 64K -e 64K -n 1 -w 0 -J "$tmp/nccl.json"
+sed 's/^memory_gbps: .*/memory_gbps: 1e308/' scenarios/topologies/h200_virtual_ranks.yaml > "$tmp/huge.yaml"
+expect 2 "dmalab sweep: $tmp/huge.yaml:$line:14: field 'memory_gbps': found '1e308', allowed a rate in 0.001..1000000 GB/s" sweep --backend=sim --topology="$tmp/huge.yaml" -b 64K -e 64K -n 1 -w 0 -J "$tmp/nccl.json"
+[[ ! -e "$tmp/nccl.json" ]] || fail "a refused sweep wrote -J"
+# At the bounds every figure is finite and -J is valid JSON.
+sed 's/^memory_gbps: .*/memory_gbps: 1000000/; s/gbps: [0-9.e+]*/gbps: 0.001/g; s/_us: [0-9.e+]*/_us: 0/g' \
+  scenarios/topologies/h200_virtual_ranks.yaml > "$tmp/edges.yaml"
+timeout 60 "$dmalab" sweep --backend=sim --topology="$tmp/edges.yaml" -b 64K -e 128K -n 1 -w 0 -J "$tmp/nccl.json" > "$tmp/out.txt" 2>&1 ||
+  fail "sweep at the bounds: $(cat "$tmp/out.txt")"
+/usr/bin/python3 -c 'import json,math,sys
+d = json.load(open(sys.argv[1]))
+for r in d["results"]:
+  for k in ("time", "alg_bw", "bus_bw"):
+    assert math.isfinite(r["out_of_place"][k]) and r["out_of_place"][k] > 0, r' "$tmp/nccl.json" || fail "-J at the bounds"
+! grep -Eqi 'inf|nan' "$tmp/out.txt" || fail "non-finite figures: $(cat "$tmp/out.txt")"
+
 # --- item 7: nothing is loaded from the working directory ------------------------------------
 # A plugin path without '/' is the file in the current folder, as written, never a library the
 # loader finds on its search path (libyaml-cpp.so is on the system's).

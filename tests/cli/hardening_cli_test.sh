@@ -39,7 +39,7 @@ grep -q "^dmalab replay: $tmp/big.yaml: the replay needs 13194139533312 bytes (1
 timeout 60 "$dmalab" demo -b 1G -e 4G > /dev/null 2> "$tmp/err.txt"
 [[ $? -eq 2 ]] && grep -q "^dmalab demo: -b/--minbytes: size '1G' is 1 GiB; allowed: 1 B to 256 MiB$" "$tmp/err.txt" ||
   fail "demo -b 1G: $(cat "$tmp/err.txt")"
-available=$(awk '/^MemAvailable:/ {print $2 * 1024}' /proc/meminfo)
+available=$(awk '/^MemAvailable:/ {printf "%d", $2 * 1024}' /proc/meminfo)
 if [[ -n "$available" ]] && ((available < 42412900352)); then
   timeout 60 "$dmalab" demo --ranks=16 -b 256M -e 256M > /dev/null 2> "$tmp/err.txt"
   [[ $? -eq 2 ]] || fail "demo --ranks=16 -e 256M must exit 2 with $available bytes available"
@@ -90,24 +90,25 @@ r = json.loads(raw.decode('utf-8'))  # strict: raises on invalid UTF-8
 assert r['all_reduces'][0]['step'].startswith("all_reduce 'caf\u00e9 \ufffd' at "), r['all_reduces'][0]['step']
 PY
 # 5. A very slow link: the timing model finishes (it never returned at peer rates <= 2e-4 GB/s)
-# at the analytic ring time, 2 (W-1)/W * 131072 B / (1e-4 GB/s) = 1966080 us, plus 6 hops of
-# 1 us latency.
+# at the analytic ring time. Files may state rates down to 1e-3 GB/s (issue 25, item 5; the
+# slower ones are checked in TimingModelTest): 2 (W-1)/W * 131072 B / (1e-3 GB/s) = 196608 us,
+# plus 6 hops of 1 us latency.
 cat > "$tmp/slow.yaml" <<'YAML'
 name: slow_ring
 gpus: 4
 copy_engines: 2
 memory_gbps: 1000000
-port_gbps: 1e-4
+port_gbps: 1e-3
 links:
   local: {gbps: 100000, latency_us: 0}
-  peer: {gbps: 1e-4, latency_us: 1}
+  peer: {gbps: 1e-3, latency_us: 1}
 kernel: {launch_us: 0, overhead_us: 0, reduce_gbps: 100000}
 flag: {latency_us: 0}
 host: {copy_us: 0, event_us: 0}
 YAML
 timeout 60 "$dmalab" sweep --backend=sim --topology="$tmp/slow.yaml" --ranks=4 -b 128K -e 128K \
   -n 1 -w 0 > "$tmp/sweep.txt" 2>&1 || fail "slow-link sweep: exit $?: $(cat "$tmp/sweep.txt")"
-grep -Eq '^ +131072 +65536 +bfloat16 +sum +-1 +1966086 ' "$tmp/sweep.txt" ||
+grep -Eq '^ +131072 +65536 +bfloat16 +sum +-1 +196614 ' "$tmp/sweep.txt" ||
   fail "slow-link time: $(cat "$tmp/sweep.txt")"
 
 echo "hardening_cli_test: all cases passed"
