@@ -90,12 +90,12 @@ int RunDemoCommand(const DemoCommand& c) {
   const long double need =
       static_cast<long double>(world) *
       (2.0L * largest * DTypeBytes(*dtype) + workspace + largest * (8.0L + 2 * DTypeBytes(*dtype)));
-  if (const uint64_t limit = AvailableMemoryBytes(); need > static_cast<long double>(limit)) {
+  if (const MemoryLimit limit = AvailableMemory(); need > static_cast<long double>(limit.bytes)) {
     return fail(absl::ResourceExhaustedError(absl::StrFormat(
-        "the largest size (-e %s) needs about %s of memory, more than the %s available; use a "
-        "smaller -e or fewer --ranks",
+        "the largest size (-e %s) needs about %s of memory, more than the %s; use a smaller -e "
+        "or fewer --ranks",
         DescribeByteSize(c.max_bytes),
-        BytesText(need >= 1.8e19L ? UINT64_MAX : static_cast<uint64_t>(need)), BytesText(limit))));
+        BytesText(need >= 1.8e19L ? UINT64_MAX : static_cast<uint64_t>(need)), LimitText(limit))));
   }
   CollectiveParams params;
   params.max_bytes = opts.max_bytes;

@@ -180,8 +180,12 @@ int RunReplayCommand(const ReplayCommand& c) {
   auto* sim = dynamic_cast<SimDevice*>(device->get());
   // The simulator holds every rank's memory in this process: refuse a run that cannot fit
   // rather than die in the allocator.
-  if (sim != nullptr) {
-    options.max_memory_bytes = c.max_memory_bytes.value_or(AvailableMemoryBytes());
+  if (sim != nullptr && c.max_memory_bytes.has_value()) {
+    options.max_memory_bytes = *c.max_memory_bytes;
+  } else if (sim != nullptr) {
+    const MemoryLimit limit = AvailableMemory();
+    options.max_memory_bytes = limit.bytes;
+    options.max_memory_source = limit.source;
   }
   if (sim != nullptr) options.poll_device_findings = NewFindingsPoller(*sim);
   Progress progress("replay", "steps", ProgressWanted(c.run.quiet));

@@ -17,7 +17,9 @@ absl::StatusOr<ReplayReport> ReplayOnSim(const Scenario& scenario, const FaultSe
   options.faults = faults;
   options.pieces = pieces;
   options.poll_device_findings = NewFindingsPoller(device);
-  options.max_memory_bytes = AvailableMemoryBytes();
+  const MemoryLimit limit = AvailableMemory();
+  options.max_memory_bytes = limit.bytes;
+  options.max_memory_source = limit.source;
   absl::StatusOr<ReplayReport> report = Replay(scenario, &device, options);
   if (report.ok()) report->scheduling_seed = seed;
   return report;

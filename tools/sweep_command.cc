@@ -19,6 +19,7 @@
 #include "measure/sweep_report.h"
 #include "sim/sim_device.h"
 #include "sim/topology.h"
+#include "tools/host_memory.h"
 #include "tools/progress.h"
 
 namespace dmalab {
@@ -128,6 +129,18 @@ int RunSweepCommand(const SweepCommand& c, const SweepNcclJsonOption& nccl) {
       return Fail(absl::InvalidArgumentError(
           "--backend=sim needs --topology=FILE (e.g. scenarios/topologies/h200_virtual_ranks.yaml)"
           ": the timing model predicts the times"));
+    }
+    // The simulator holds every rank's buffers in this process: refuse a sweep that cannot fit
+    // rather than die in the allocator (the shadow fidelity holds no payload).
+    if (*fidelity == Fidelity::kValues) {
+      absl::StatusOr<uint64_t> need = SweepMemoryBytes(*options, c.ranks);
+      if (!need.ok()) return Fail(need.status());
+      if (const MemoryLimit limit = AvailableMemory(); *need > limit.bytes) {
+        return Fail(absl::ResourceExhaustedError(absl::StrFormat(
+            "the largest size (-e %s) needs about %s of memory, more than the %s; use a smaller "
+            "-e, fewer --ranks, or --fidelity=shadow (times only, no payload)",
+            DescribeByteSize(c.e), BytesText(*need), LimitText(limit))));
+      }
     }
     absl::StatusOr<Topology> loaded = LoadTopologyFile(c.topology);
     if (!loaded.ok()) return Fail(loaded.status());

@@ -141,11 +141,8 @@ const std::vector<PluginCase>& PluginCatalog() {
 // One replay of a scenario with a plugin: the checker names of its findings.
 absl::StatusOr<std::set<std::string>> RunPlugin(const Scenario& scenario, const std::string& path,
                                                 uint64_t seed, Fidelity fidelity) {
-  SimDevice device(scenario.world, seed, fidelity);
-  ReplayOptions o;
-  o.collective = path;
-  o.poll_device_findings = NewFindingsPoller(device);
-  absl::StatusOr<ReplayReport> r = Replay(scenario, &device, o);
+  absl::StatusOr<ReplayReport> r =
+      ReplayOnSim(scenario, FaultSet(), seed, /*pieces=*/2, fidelity, path);
   if (!r.ok()) return r.status();
   std::set<std::string> checkers;
   for (const ReplayFinding& f : r->findings) checkers.insert(CheckerOf(f));

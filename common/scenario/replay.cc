@@ -386,10 +386,11 @@ absl::Status Replayer::CheckBounds() const {
       return absl::ResourceExhaustedError(absl::StrFormat(
           "%s: the replay needs %d bytes (%.1f GiB: %d ranks x (%d bytes of live tensors at the "
           "peak + %d of all-reduce workspace) + %d on the host for retained snapshots and "
-          "buffers), more than the limit of %d bytes (%.1f GiB)",
+          "buffers), more than the limit of %d bytes (%.1f GiB%s)",
           s_.file, need.Total(), need.Total() / 1073741824.0, need.world,
           need.tensor_bytes_per_rank, need.workspace_bytes_per_rank, need.host_bytes,
-          o_.max_memory_bytes, o_.max_memory_bytes / 1073741824.0));
+          o_.max_memory_bytes, o_.max_memory_bytes / 1073741824.0,
+          o_.max_memory_source.empty() ? "" : absl::StrCat(": ", o_.max_memory_source)));
     }
   }
   return absl::OkStatus();

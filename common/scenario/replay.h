@@ -64,6 +64,8 @@ struct ReplayOptions {
   // allocated. Meant for the simulator, which holds every rank's memory in this process (dmalab
   // replay sets it to the available physical memory). 0: no check.
   uint64_t max_memory_bytes = 0;
+  // What max_memory_bytes is, named in the refusal ("MemAvailable", "RLIMIT_AS (...)"); optional.
+  std::string max_memory_source;
   // All-reduce records kept in the report (ReplayReport::all_reduces); later ones are only
   // counted, so memory stays flat in the number of calls.
   int64_t max_all_reduce_records = 10000;
