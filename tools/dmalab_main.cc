@@ -12,6 +12,7 @@
 #include "common/core/byte_size.h"
 #include "common/core/dtype.h"
 #include "common/core/version.h"
+#include "common/plugin/open_collective.h"
 #include "common/ring/faults.h"
 #include "common/ring/ring_planner.h"
 #include "common/ring/wire.h"
@@ -76,6 +77,19 @@ void AddRunFlags(FlagSet& f, RunFlags& run) {
   f.Switch("-q,--quiet", &run.quiet, "no progress line on stderr (it is drawn only on a terminal)");
 }
 
+// --timeout of replay and zoo: a plugin runs in a worker process (tools/isolated_run.h).
+void AddTimeout(FlagSet& f, int* seconds) {
+  f.Integer("--timeout", seconds, 1, 86400,
+            "plugins: seconds one step may run before the collective counts as hung "
+            "(collective_hang); the plugin runs in a worker process, so its crash or exit is a "
+            "finding (collective_crash) too");
+}
+
+// Flags that mean something only for a plugin (--timeout): a usage error with the ring.
+int OnlyForPlugins(FlagSet& f, const RunFlags& run, const std::vector<std::string>& names) {
+  return f.OnlyWith("--collective=PLUGIN.so", IsPluginPath(run.collective), names);
+}
+
 void AddDType(FlagSet& f, std::string* dtype) {
   f.Text("--dtype", dtype, "element type: bf16, fp16, fp32", Accepts(ParseDType))
       ->default_str(*dtype);
@@ -135,9 +149,11 @@ int Replay(int argc, const char* const* argv) {
             "sim: replay scheduling seeds 1..N and list the failing ones (0: one replay)");
   f.Switch("--check-determinism", &c.check_determinism,
            "sim: replay one seed twice and compare the reports byte for byte");
+  AddTimeout(f, &c.hang_seconds);
   AddRunFlags(f, c.run);
   if (int rc = f.Parse(argc, argv); rc >= 0) return rc;
   if (int rc = f.OnlyWith("--backend=hw", c.backend == "hw", {"--gpus"}); rc >= 0) return rc;
+  if (int rc = OnlyForPlugins(f, c.run, {"--timeout"}); rc >= 0) return rc;
   if (int rc = f.OnlyWith("--backend=sim", c.backend == "sim",
                           {"--seed", "--seeds", "--check-determinism", "--fidelity"});
       rc >= 0) {
@@ -238,8 +254,10 @@ int Zoo(int argc, const char* const* argv) {
   f.Text("--root", &c.root,
          "folder holding scenarios/ and tests/zoo/ (default: $DMALAB_ROOT, else found next to "
          "the executable or its install prefix)");
+  AddTimeout(f, &c.hang_seconds);
   AddRunFlags(f, c.run);
   if (int rc = f.Parse(argc, argv); rc >= 0) return rc;
+  if (int rc = OnlyForPlugins(f, c.run, {"--timeout"}); rc >= 0) return rc;
   return RunZooCommand(c);
 }
 

@@ -39,6 +39,10 @@ std::string_view ReplayFindingKindName(ReplayFindingKind kind) {
       return "device_checker";
     case ReplayFindingKind::kCollectiveError:
       return "collective_error";
+    case ReplayFindingKind::kCollectiveCrash:
+      return "collective_crash";
+    case ReplayFindingKind::kCollectiveHang:
+      return "collective_hang";
   }
   return "?";
 }
@@ -86,6 +90,13 @@ struct DeviceFailure {
   absl::Status status;
 };
 
+// What groups findings: the step's place in the file, or without one (findings assembled
+// outside Replay) the step's ordinal, and the signature.
+std::string GroupKey(const ReplayFinding& f) {
+  return f.step_id.empty() ? absl::StrCat("#", f.step_index, "|", f.signature)
+                           : absl::StrCat(f.step_id, "|", f.signature);
+}
+
 // Adds `f` to its group in r.groups (group_of: step_id + signature -> index), a new group while
 // fewer than kMaxGroups exist, else counts it in groups_not_kept. Fills an empty signature from
 // the checker and the tensors.
@@ -98,13 +109,13 @@ void AddToGroups(ReplayReport& r, std::map<std::string, size_t>& group_of, Repla
     // A failure of the collective or the device says what failed where (a rank that hung, the
     // ranks that timed out waiting for it): each is its own finding.
     if (f.kind == ReplayFindingKind::kDeviceError ||
-        f.kind == ReplayFindingKind::kCollectiveError) {
+        f.kind == ReplayFindingKind::kCollectiveError ||
+        f.kind == ReplayFindingKind::kCollectiveCrash ||
+        f.kind == ReplayFindingKind::kCollectiveHang) {
       absl::StrAppend(&f.signature, "|", f.detail);
     }
   }
-  // Without a place in the file (findings assembled outside Replay), the step's ordinal.
-  const std::string key = f.step_id.empty() ? absl::StrCat("#", f.step_index, "|", f.signature)
-                                            : absl::StrCat(f.step_id, "|", f.signature);
+  const std::string key = GroupKey(f);
   auto it = group_of.find(key);
   if (it == group_of.end() && r.groups.size() >= ReplayReport::kMaxGroups) {
     ++r.groups_not_kept;
@@ -141,6 +152,11 @@ class Replayer {
   absl::StatusOr<ReplayReport> Run();
 
  private:
+  // Run without destroying the collective.
+  absl::StatusOr<ReplayReport> RunSteps();
+  void Observe(const ReplayStepPlace& next, const ReplayReport& so_far) const {
+    if (o_.observer) o_.observer(next, so_far);
+  }
   // OK, a bad-input error (returned from Replay) or a device failure (a finding).
   absl::Status Steps(const std::vector<Step>& steps);
   absl::Status One(const Step& step);
@@ -268,6 +284,18 @@ uint64_t MulAdd(uint64_t a, uint64_t b, uint64_t c) {
 }
 
 absl::StatusOr<ReplayReport> Replayer::Run() {
+  absl::StatusOr<ReplayReport> result = RunSteps();
+  // The collective goes before Replay returns; a caller following the run (observer) learns
+  // that this is what runs now.
+  if (ar_ != nullptr) {
+    Observe({0, "end of scenario (destroying the collective)", "end of scenario", "end", 0, 0},
+            result.ok() ? *result : r_);
+    ar_.reset();
+  }
+  return result;
+}
+
+absl::StatusOr<ReplayReport> Replayer::RunSteps() {
   if (d_->world_size() != s_.world) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s: world %d does not match the device's %d ranks", s_.file, s_.world, d_->world_size()));
@@ -287,6 +315,7 @@ absl::StatusOr<ReplayReport> Replayer::Run() {
   r_.collective = o_.collective;
   total_steps_ = s_.ExpandedStepCount();
   if (absl::Status s = CheckBounds(); !s.ok()) return s;
+  Observe({0, "setup (loading and creating the collective)", "setup", "setup", 0, 0}, r_);
   if (const uint64_t max_bytes = s_.MaxAllReduceBytes(); max_bytes > 0) {
     CollectiveParams params;
     params.max_bytes = max_bytes;
@@ -312,6 +341,7 @@ absl::StatusOr<ReplayReport> Replayer::Run() {
     f.detail = std::string(s.message());
     AddFinding(std::move(f));
   }
+  Observe({0, "end of scenario", "end of scenario", "end", 0, 0}, r_);
   if (o_.inspect_at_end && device_failure_.ok()) {
     for (const auto& [name, t] : live_) {
       if (absl::Status st = o_.inspect_at_end(name, t.views); !st.ok()) return st;
@@ -354,6 +384,8 @@ absl::Status Replayer::Steps(const std::vector<Step>& steps) {
       ++iteration_;
       absl::StrAppend(&step_text_, " [iteration ", absl::StrJoin(its, ", "), "]");
     }
+    Observe({r_.steps_executed, step_text_, step_desc_, step_id_, iteration_, iterations_total_},
+            r_);
     if (absl::Status s = One(step); !s.ok()) return s;
     // Retain, unretain and expect_equal enqueue no device work: nothing can have changed.
     if (step.kind != StepKind::kRetain && step.kind != StepKind::kUnretain &&
@@ -827,6 +859,16 @@ bool IsRejectedArguments(const absl::Status& status) {
 absl::StatusOr<ReplayReport> Replay(const Scenario& scenario, Device* device,
                                     const ReplayOptions& options) {
   return Replayer(scenario, device, options).Run();
+}
+
+void AddFindingTo(ReplayReport& report, ReplayFinding finding, int max_findings) {
+  std::map<std::string, size_t> group_of;
+  for (size_t i = 0; i < report.groups.size(); ++i) group_of[GroupKey(report.groups[i].first)] = i;
+  ++report.findings_total;
+  AddToGroups(report, group_of, finding);
+  if (static_cast<int64_t>(report.findings.size()) < max_findings) {
+    report.findings.push_back(std::move(finding));
+  }
 }
 
 void GroupFindings(ReplayReport& report) {

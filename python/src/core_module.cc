@@ -53,7 +53,8 @@ ReplayFindingKind FindingKindArg(const std::string& name) {
         ReplayFindingKind::kRankInconsistent, ReplayFindingKind::kExpectEqual,
         ReplayFindingKind::kWrongSum, ReplayFindingKind::kFreeFailed,
         ReplayFindingKind::kDeviceError, ReplayFindingKind::kDeviceChecker,
-        ReplayFindingKind::kCollectiveError}) {
+        ReplayFindingKind::kCollectiveError, ReplayFindingKind::kCollectiveCrash,
+        ReplayFindingKind::kCollectiveHang}) {
     if (ReplayFindingKindName(k) == name) return k;
   }
   throw py::value_error("finding kind '" + name + "' is not one of the replay's kinds");

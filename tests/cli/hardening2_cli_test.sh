@@ -5,6 +5,7 @@
 set -uo pipefail
 dmalab="$(realpath "$1")"
 examples="$(realpath "$2")"  # the example plugins (build/examples)
+hostile="$(realpath "$3")"   # the hostile plugins (build/tests/plugins/hostile_*.so)
 cd "$(dirname "$0")/../.."
 root="$PWD"
 tmp=$(mktemp -d)
@@ -42,6 +43,85 @@ if (ulimit -v $limit_kib && "$dmalab" --version > /dev/null 2>&1) && ((available
   rc=$?
   [[ $rc -eq 2 ]] && grep -q "available (RLIMIT_AS (4294967296 bytes, [0-9]* mapped)); use a smaller -e or fewer --ranks$" "$tmp/err.txt" ||
     fail "demo under ulimit -v: exit $rc: $(cat "$tmp/err.txt")"
+fi
+
+# --- item 3: a collective that crashes, exits or hangs is a finding, with the report of every ----
+# step before it and the JSON written, exit 1 (was: exit 139/134 or 0 with nothing, or no end).
+scenario=tests/plugins/hostile_tp2.yaml
+first="step 2 all_reduce 'first' at $scenario:13:5: x -> y (default) 1,024 elems 2,048 bytes hash=xxh64:"
+ring_hash=$("$dmalab" replay "$scenario" > "$tmp/ring.txt" && grep -F "$first" "$tmp/ring.txt" | sed 's/.*hash=xxh64://')
+[[ -n "$ring_hash" ]] || fail "the ring's replay of $scenario"
+# crash CASE STEP-LINE DETAIL [FLAGS]: replay through hostile_CASE.so; exit 1, the first
+# all-reduce reported with the ring's hash, then the one finding, in the text and the JSON.
+crash() {
+  local case="$1" finding="$2"
+  shift 2
+  timeout 60 "$dmalab" replay "$scenario" --collective="$hostile/hostile_$case.so" --json="$tmp/$case.json" "$@" > "$tmp/$case.txt" 2> "$tmp/$case.err"
+  local rc=$?
+  [[ $rc -eq 1 ]] || fail "$case: exit $rc, wanted 1: $(cat "$tmp/$case.txt" "$tmp/$case.err")"
+  grep -qxF "$first$ring_hash" "$tmp/$case.txt" || fail "$case: the step before is not reported: $(cat "$tmp/$case.txt")"
+  grep -qxF "$finding" "$tmp/$case.txt" || fail "$case: finding: $(grep FINDING "$tmp/$case.txt")"
+  grep -qx 'pointer_alias=false  retained_mismatches=0 / 1,024  rank_consistent=true  status=FAIL' "$tmp/$case.txt" ||
+    fail "$case: summary: $(tail -2 "$tmp/$case.txt")"
+  /usr/bin/python3 - "$tmp/$case.json" "$finding" <<'PY' || fail "$case: JSON"
+import json, sys
+r = json.load(open(sys.argv[1]))
+kinds = [f["kind"] for f in r["findings"]]
+assert r["summary"]["status"] == "FAIL" and len(kinds) == 1, r
+assert sys.argv[2].startswith("FINDING " + kinds[0] + ": "), (kinds, sys.argv[2])
+PY
+}
+second="step 4 all_reduce 'second' at $scenario:15:5"
+crash segv_second_call "FINDING collective_crash: $second, rank 0: the replay's worker process was killed by signal 11 (SIGSEGV: Segmentation fault) in all_reduce 'second' at $scenario:15:5 (the collective under test ran there); the report holds every step before it"
+crash abort_in_destroy "FINDING collective_crash: end of scenario, rank 0: the replay's worker process was killed by signal 6 (SIGABRT: Aborted) in end of scenario (destroying the collective) (the collective under test ran there); the report holds every step before it"
+grep -q "^step 4 all_reduce 'second'" "$tmp/abort_in_destroy.txt" || fail "abort in destroy: the last all-reduce is not reported"
+crash exit0_second_call "FINDING collective_crash: $second, rank 0: the replay's worker process exited with status 0 in all_reduce 'second' at $scenario:15:5 (the collective under test ran there); the report holds every step before it"
+crash spin_second_call "FINDING collective_hang: $second, rank 0: the replay's worker process made no progress for 2 s (--timeout) and was killed in all_reduce 'second' at $scenario:15:5; the report holds every step before it" --timeout=2
+crash scribble_second_call "FINDING collective_crash: $second, rank 0: the replay's worker process sent a report the command line cannot read (a frame of 2147483647 bytes) and was killed in all_reduce 'second' at $scenario:15:5; the report holds every step before it"
+# The same seed gives the same report, crash included.
+timeout 60 "$dmalab" replay "$scenario" --collective="$hostile/hostile_segv_second_call.so" > "$tmp/again.txt" 2>&1
+cmp -s "$tmp/again.txt" "$tmp/segv_second_call.txt" || fail "a second crashing run differs: $(diff "$tmp/again.txt" "$tmp/segv_second_call.txt")"
+# --seeds and --check-determinism: every seed fails, and so does the determinism check.
+timeout 60 "$dmalab" replay "$scenario" --collective="$hostile/hostile_exit0_second_call.so" --seeds=2 > "$tmp/seeds.txt" 2>&1
+[[ $? -eq 1 ]] && grep -q '^seeds 1..2: 2 failing (first seed 1), inject none, fidelity values, .* s, status=FAIL$' "$tmp/seeds.txt" ||
+  fail "--seeds with a crashing plugin: $(cat "$tmp/seeds.txt")"
+timeout 60 "$dmalab" replay "$scenario" --collective="$hostile/hostile_abort_in_destroy.so" --check-determinism > "$tmp/det.txt" 2>&1
+[[ $? -eq 1 ]] && grep -q '^determinism: the collective failed: collective_crash: ' "$tmp/det.txt" ||
+  fail "--check-determinism with a crashing plugin: $(cat "$tmp/det.txt")"
+# zoo: each crashing run is a failing run named by its checker; a hang is bounded by --timeout.
+timeout 120 "$dmalab" zoo --collective="$hostile/hostile_segv_second_call.so" --seeds=1 --quiet > "$tmp/zoo.txt" 2>&1
+[[ $? -eq 1 ]] && grep -Eq '^scenarios/mtp_fused_residual_tp4.yaml +1 +1 +1 collective_crash ' "$tmp/zoo.txt" ||
+  fail "zoo with a crashing plugin: $(cat "$tmp/zoo.txt")"
+timeout 120 "$dmalab" zoo --collective="$hostile/hostile_spin_second_call.so" --seeds=1 --timeout=1 --quiet > "$tmp/zoo.txt" 2>&1
+[[ $? -eq 1 ]] && grep -Eq '^scenarios/mtp_fused_residual_tp4.yaml +1 +1 +1 collective_hang ' "$tmp/zoo.txt" ||
+  fail "zoo with a hanging plugin: $(cat "$tmp/zoo.txt")"
+# --timeout is a plugin's bound: a usage error with the ring.
+expect 2 "dmalab replay: --timeout means nothing without --collective=PLUGIN.so; drop it or add --collective=PLUGIN.so
+run 'dmalab replay --help' for its flags" replay "$scenario" --timeout=5
+expect 2 "dmalab zoo: --timeout: value '0' is out of range; allowed: 1 to 86400
+run 'dmalab zoo --help' for its flags" zoo --timeout=0
+# A child the collective forks ends with its worker.
+DMALAB_TEST_CHILD_PID="$tmp/child.pid" timeout 60 "$dmalab" replay "$scenario" --collective="$hostile/hostile_fork_at_create.so" > "$tmp/fork.txt" 2>&1 ||
+  fail "a forking plugin: $(cat "$tmp/fork.txt")"
+child=$(cat "$tmp/child.pid")
+sleep 0.2
+[[ ! -e /proc/$child ]] || grep -q '^State:.*Z' /proc/$child/status || fail "the collective's child $child outlived the run"
+# A worker dies with the command line (killed while the collective spins).
+"$dmalab" replay "$scenario" --collective="$hostile/hostile_spin_second_call.so" --timeout=60 > /dev/null 2>&1 &
+parent=$!
+worker=""
+for i in $(seq 200); do
+  worker=$(cat /proc/$parent/task/*/children 2> /dev/null | tr ' ' '\n' | grep . | head -1)
+  [[ -n "$worker" ]] && break
+  sleep 0.05
+done
+[[ -n "$worker" ]] || fail "no worker process under $parent"
+kill -9 "$parent"
+wait "$parent" 2> /dev/null
+sleep 0.5
+if [[ -e /proc/$worker ]] && ! grep -q '^State:.*Z' /proc/$worker/status; then
+  kill -9 "$worker"
+  fail "the worker $worker outlived dmalab"
 fi
 
 # --- item 4: nested repeats around an empty body loop 10^18 times: refused before running ----
