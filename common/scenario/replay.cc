@@ -400,18 +400,7 @@ absl::Status Replayer::Steps(const std::vector<Step>& steps) {
 }
 
 absl::Status Replayer::CheckBounds() const {
-  // The work counts every repeat iteration, so repeats around an empty body are bounded too.
-  const int64_t work = s_.ExpandedWork();
-  if (o_.max_steps > 0 && work > o_.max_steps) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: found %s steps with repeats expanded (every repeat iteration counting as one step at "
-        "least), allowed at most %d steps in one replay (ReplayOptions::max_steps; reduce the "
-        "repeat counts)",
-        s_.file,
-        work == std::numeric_limits<int64_t>::max() ? "more than 2^63"
-                                                    : absl::StrFormat("%d", work),
-        o_.max_steps));
-  }
+  if (absl::Status s = CheckReplayWork(s_, o_.max_steps); !s.ok()) return s;
   if (o_.max_memory_bytes > 0 && values_) {
     const ReplayMemoryNeed need = EstimateReplayMemory(s_, o_);
     if (need.Total() > o_.max_memory_bytes) {
@@ -859,6 +848,19 @@ bool IsRejectedArguments(const absl::Status& status) {
 absl::StatusOr<ReplayReport> Replay(const Scenario& scenario, Device* device,
                                     const ReplayOptions& options) {
   return Replayer(scenario, device, options).Run();
+}
+
+absl::Status CheckReplayWork(const Scenario& scenario, int64_t max_steps) {
+  // The work counts every repeat iteration, so repeats around an empty body are bounded too.
+  const int64_t work = scenario.ExpandedWork();
+  if (max_steps <= 0 || work <= max_steps) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "%s: found %s steps with repeats expanded (every repeat iteration counting as one step at "
+      "least), allowed at most %d steps in one replay (ReplayOptions::max_steps; reduce the "
+      "repeat counts)",
+      scenario.file,
+      work == std::numeric_limits<int64_t>::max() ? "more than 2^63" : absl::StrFormat("%d", work),
+      max_steps));
 }
 
 void AddFindingTo(ReplayReport& report, ReplayFinding finding, int max_findings) {

@@ -240,6 +240,11 @@ bool IsRejectedArguments(const absl::Status& status);
 // a checker gets ReplayFindingKindName(kind); without a step_id, it groups by step_index.
 void GroupFindings(ReplayReport& report);
 
+// The bound on work Replay applies first (ReplayOptions::max_steps, 0: none): InvalidArgument
+// naming the file, the work found (Scenario::ExpandedWork) and the bound. For other replays of a
+// scenario (the PyTorch harness), so that they refuse what Replay refuses, in the same words.
+absl::Status CheckReplayWork(const Scenario& scenario, int64_t max_steps = kDefaultMaxReplaySteps);
+
 // Adds one finding to a report as Replay adds its own: counted, grouped with the findings of its
 // step and signature, kept while fewer than `max_findings` are (ReplayOptions::max_findings).
 void AddFindingTo(ReplayReport& report, ReplayFinding finding, int max_findings = 64);

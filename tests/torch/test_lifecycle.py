@@ -13,7 +13,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from helpers import ROOT, check, run  # noqa: E402
+from helpers import ROOT, check, replay, run  # noqa: E402
 
 TP2 = "tests/plugins/hostile_tp2.yaml"  # 2 ranks, 2 all-reduces
 FIX = "examples.torch.empty_like_fix:make"
@@ -46,6 +46,25 @@ class UsageTest(unittest.TestCase):
             self.assertIn(f"dmalab.torch: argument --timeout: value '{value}' is not a number of "
                           "seconds more than 0 and at most 86400\n", err)
             self.assertNotIn("Traceback", err)
+
+    def test_nested_repeats_around_an_empty_body_are_refused_as_replay_refuses_them(self):
+        # Issue 25, item 4: 10^18 iterations of nothing; the workers would loop until --timeout.
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+            f.write("world: 2\ntensors: {x: [64]}\nsteps:\n  - fill: {tensor: x}\n"
+                    "  - repeat: {times: 1000000, steps: [{repeat: {times: 1000000, steps: "
+                    "[{repeat: {times: 1000000, steps: []}}]}}]}\n")
+        try:
+            code, out, err = run([sys.executable, "-m", "dmalab.torch", "check", f.name,
+                                  f"--collective={FIX}"])
+            rcode, _, rerr = replay(f.name)
+        finally:
+            os.unlink(f.name)
+        self.assertEqual((code, out, rcode), (2, "", 2))
+        self.assertEqual(err, f"dmalab.torch check: {f.name}: found 1000000000000000001 steps "
+                         "with repeats expanded (every repeat iteration counting as one step at "
+                         "least), allowed at most 10000000 steps in one replay "
+                         "(ReplayOptions::max_steps; reduce the repeat counts)\n")
+        self.assertEqual(err.replace("dmalab.torch check: ", "dmalab replay: "), rerr)
 
     def test_help_to_a_full_stdout_is_exit_2_without_a_traceback(self):
         with open("/dev/full", "w") as full:

@@ -128,6 +128,7 @@ def run_check(scenario_path, collective, device="cpu", json_path=None, timeout=3
 
     try:
         scenario = dmalab.load_scenario(scenario_path)
+        dmalab.check_replay_work(scenario)  # as dmalab replay refuses it, before any worker
     except dmalab.ScenarioError as e:
         return bad(str(e))
     if device not in ("cpu", "cuda"):
