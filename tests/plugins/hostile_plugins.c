@@ -1,7 +1,8 @@
 /* Collectives that break their process, one way per module (CASE_*), for the command line's
  * isolation of plugins (tools/isolated_run.h, issue 25 item 3). Each is a correct all-reduce
  * (examples/plugins/common.h) until its second call, or its destroy, where it:
- *   segv_second_call    dereferences NULL (SIGSEGV)
+ *   segv_second_call    raises SIGSEGV, as a wild pointer would (raised, not dereferenced, so
+ *                       that UBSan's null check cannot turn it into an exit)
  *   abort_in_destroy    calls abort() in destroy, after every step ran (SIGABRT)
  *   exit0_second_call   calls exit(0)
  *   spin_second_call    spins on the host forever
@@ -24,7 +25,7 @@ typedef struct state {
 static void misbehave(state* st) {
   if (++st->calls != 2) return;
 #if defined(CASE_SEGV_SECOND_CALL)
-  *(volatile int*)NULL = 1;
+  raise(SIGSEGV);
 #elif defined(CASE_EXIT0_SECOND_CALL)
   exit(0);
 #elif defined(CASE_SPIN_SECOND_CALL)
@@ -33,7 +34,7 @@ static void misbehave(state* st) {
 #elif defined(CASE_SCRIBBLE_SECOND_CALL)
   static const char junk[] = "\xff\xff\xff\x7fjunk from a collective";
   for (int fd = 3; fd < 256; ++fd) (void)!write(fd, junk, sizeof(junk));
-  *(volatile int*)NULL = 1;
+  raise(SIGSEGV);
 #endif
 }
 
