@@ -36,7 +36,7 @@ absl::StatusOr<ReplayReport> ReplayInWorker(
     channel.Send(std::string(1, kDelta) +
                  writer.Encode({0, "finished", "finished", "end", 0, 0}, *report));
   };
-  ReportDeltaReader reader;
+  ReportDeltaReader reader(max_findings);
   absl::Status error;
   const auto on_message = [&](std::string_view m) -> absl::Status {
     if (!m.empty() && m[0] == kDelta) return reader.Apply(m.substr(1));

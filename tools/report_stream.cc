@@ -259,6 +259,10 @@ absl::Status ReportDeltaReader::Apply(std::string_view message) {
   if (in.U64() != report_.findings.size()) in.Fail("findings out of order");
   std::vector<ReplayFinding> findings;
   for (uint64_t n = in.Count(120), i = 0; i < n; ++i) findings.push_back(GetFinding(in));
+  if (report_.all_reduces.size() + records.size() > static_cast<uint64_t>(max_records_) ||
+      report_.findings.size() + findings.size() > static_cast<uint64_t>(max_findings_)) {
+    in.Fail("more records or findings than a report keeps");
+  }
   const uint64_t groups = in.U64();
   if (groups < report_.groups.size() || groups > ReplayReport::kMaxGroups) {
     in.Fail(absl::StrFormat("%d finding groups after %d", groups, report_.groups.size()));

@@ -36,6 +36,13 @@ class ReportDeltaWriter {
 // The parent's side.
 class ReportDeltaReader {
  public:
+  // A report keeps at most `max_findings` findings and `max_records` all-reduce records
+  // (ReplayOptions' bounds); a stream that sends more is malformed, so the parent's memory stays
+  // bounded whatever a worker sends.
+  explicit ReportDeltaReader(int max_findings = ReplayOptions{}.max_findings,
+                             int64_t max_records = ReplayOptions{}.max_all_reduce_records)
+      : max_findings_(max_findings), max_records_(max_records) {}
+
   // Applies one message of ReportDeltaWriter. An error says what was malformed; the report and
   // place then stay as the last good message left them.
   absl::Status Apply(std::string_view message);
@@ -48,6 +55,8 @@ class ReportDeltaReader {
   bool started() const { return started_; }
 
  private:
+  int max_findings_;
+  int64_t max_records_;
   ReplayReport report_;
   ReplayStepPlace place_;
   bool started_ = false;

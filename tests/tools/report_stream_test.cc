@@ -105,5 +105,24 @@ TEST(ReportStreamTest, AMalformedMessageIsAnErrorAndChangesNothing) {
   EXPECT_EQ(Text(twice.report()), before);
 }
 
+TEST(ReportStreamTest, AStreamSendingMoreThanAReportKeepsIsMalformed) {
+  // A worker can write anything; the parent's copy stays within the report's bounds.
+  ReplayReport returned;
+  ReportDeltaReader source;
+  std::vector<std::string> states;
+  const std::vector<std::string> messages = Stream(
+      "tests/cli/grouped_findings_tp2.yaml", "persistent-output", &returned, &source, &states);
+  ASSERT_GE(returned.findings.size(), 2u);
+  ReportDeltaReader small(/*max_findings=*/1, /*max_records=*/10000);
+  absl::Status last;
+  for (const std::string& m : messages) {
+    last = small.Apply(m);
+    if (!last.ok()) break;
+  }
+  EXPECT_EQ(last.message(),
+            "a malformed report message: more records or findings than a report keeps");
+  EXPECT_LE(small.report().findings.size(), 1u);
+}
+
 }  // namespace
 }  // namespace dmalab
