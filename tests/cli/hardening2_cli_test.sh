@@ -28,7 +28,7 @@ expect() {
 # Skipped for a build that cannot run under such a limit (AddressSanitizer's shadow memory).
 limit_kib=4194304
 available_kib=$(awk '/^MemAvailable:/ {print $2}' /proc/meminfo)
-if (ulimit -v $limit_kib && "$dmalab" --version > /dev/null 2>&1) && ((available_kib > limit_kib)); then
+if (ulimit -v $limit_kib && "$dmalab" --version; exit $?) > /dev/null 2>&1 && ((available_kib > limit_kib)); then
   limited() { (ulimit -v $limit_kib && timeout 60 "$dmalab" "$@"); }
   limited sweep --backend=sim --topology=scenarios/topologies/h200_virtual_ranks.yaml -b 2G -e 2G > /dev/null 2> "$tmp/err.txt"
   rc=$?
