@@ -273,6 +273,25 @@ absl::StatusOr<std::vector<SweepRow>> RunSweep(Device& device, const DeviceClock
   return rows;
 }
 
+absl::StatusOr<uint64_t> SweepMemoryBytes(const SweepOptions& o, int world) {
+  absl::StatusOr<std::vector<int64_t>> counts = SweepCounts(o, world);
+  if (!counts.ok()) return counts.status();
+  if (counts->empty()) return 0;
+  const long double max_bytes = static_cast<long double>(counts->back()) * DTypeBytes(o.dtype);
+  long double workspace = 0;
+  if (o.collective == kRingCollective) {
+    DmaAllReduceOptions ar;
+    ar.max_bytes = static_cast<uint64_t>(max_bytes);
+    ar.wire = o.wire;
+    ar.pieces = o.pieces;
+    workspace = static_cast<long double>(DmaAllReduce::WorkspaceBytesPerRank(world, ar));
+  }
+  // Per rank: 3 sweep buffers and 2 speed-of-light buffers of max_bytes; on the host: an input
+  // being written and two results read back, each max_bytes.
+  const long double need = world * (5 * max_bytes + workspace) + 3 * max_bytes;
+  return need >= 1.8e19L ? UINT64_MAX : static_cast<uint64_t>(need);
+}
+
 bool IsCollectiveFailure(const absl::Status& status) {
   return status.GetPayload(kCollectiveFailureUrl).has_value();
 }

@@ -68,6 +68,12 @@ struct SweepRow {
 // compressed wires); sizes that round to 0 or repeat are left out.
 absl::StatusOr<std::vector<int64_t>> SweepCounts(const SweepOptions& options, int world);
 
+// The memory a sweep holds at its largest size when the device keeps values (the simulator holds
+// all of it in this process): per rank the input, output and in-place buffers, the speed of
+// light's source and destination and the ring's workspace (a plugin's own is not known), and the
+// host's buffers (written inputs, read-back results). Saturates at UINT64_MAX.
+absl::StatusOr<uint64_t> SweepMemoryBytes(const SweepOptions& options, int world);
+
 // Called before each measurement (`phase`: "out-of-place", "in-place", "speed of light",
 // "check") and with each finished row.
 struct SweepObserver {

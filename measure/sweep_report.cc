@@ -207,8 +207,9 @@ std::string SweepJson(const SweepContext& c, absl::Span<const SweepRow> rows) {
 
 namespace {
 
-// nccl-tests writes doubles with %lf.
-std::string NcclDouble(double v) { return absl::StrFormat("%f", v); }
+// nccl-tests writes doubles with %lf; a figure that is not finite is null (JSON has no inf or
+// nan), as in JsonFigure.
+std::string NcclDouble(double v) { return std::isfinite(v) ? absl::StrFormat("%f", v) : "null"; }
 
 std::string NcclTiming(const SweepTiming& t) {
   return absl::StrFormat("{\"time\":%s,\"alg_bw\":%s,\"bus_bw\":%s,\"nwrong\":%s}",

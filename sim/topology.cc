@@ -74,7 +74,9 @@ namespace {
 
 constexpr int kMaxGpus = 64;
 constexpr int kMaxRanks = 256;
-using enum YamlFields::Bound;  // kPositive, kNonNegative for the number readers
+// kRate (GB/s) and kTime (us) bound every rate and cost to a physically meaningful range, so the
+// timing model's times stay finite and its loops end; kPositive for sizes.
+using enum YamlFields::Bound;
 
 absl::StatusOr<LinkClass> ParseLinkClass(const YamlFields& f, const YAML::Node& node,
                                          std::string_view path,
@@ -82,9 +84,8 @@ absl::StatusOr<LinkClass> ParseLinkClass(const YamlFields& f, const YAML::Node& 
   fields.insert(fields.end(), {"gbps", "latency_us", "efficiency"});
   DMALAB_RETURN_IF_ERROR(f.CheckMap(node, path, fields));
   LinkClass link;
-  DMALAB_ASSIGN_OR_RETURN(link.gbps, f.RequiredNumber(node, path, "gbps", kPositive));
-  DMALAB_ASSIGN_OR_RETURN(link.latency_us,
-                          f.RequiredNumber(node, path, "latency_us", kNonNegative));
+  DMALAB_ASSIGN_OR_RETURN(link.gbps, f.RequiredNumber(node, path, "gbps", kRate));
+  DMALAB_ASSIGN_OR_RETURN(link.latency_us, f.RequiredNumber(node, path, "latency_us", kTime));
   std::optional<YAML::Node> eff = YamlFields::Optional(node, "efficiency");
   if (!eff) return link;
   const std::string eff_path = FieldPath(path, "efficiency");
@@ -98,8 +99,7 @@ absl::StatusOr<LinkClass> ParseLinkClass(const YamlFields& f, const YAML::Node& 
     }
     const std::string bytes_at = IndexPath(at, 0), frac_at = IndexPath(at, 1);
     DMALAB_ASSIGN_OR_RETURN(const double bytes, f.Number(point[0], bytes_at, kPositive));
-    DMALAB_ASSIGN_OR_RETURN(const double frac, f.Number(point[1], frac_at, kPositive));
-    if (frac > 1) return f.Error(point[1], frac_at, YamlFields::Describe(point[1]), "0 < f <= 1");
+    DMALAB_ASSIGN_OR_RETURN(const double frac, f.Number(point[1], frac_at, kFraction));
     if (!link.efficiency.empty() && bytes <= link.efficiency.back().first) {
       return f.Error(point[0], bytes_at, YamlFields::Describe(point[0]), kPoints);
     }
@@ -128,11 +128,11 @@ absl::Status ParseUplinks(const YamlFields& f, const YAML::Node& doc, Topology& 
         return f.Error(name, name_path, YamlFields::Describe(name), "a new name");
       }
     }
-    DMALAB_ASSIGN_OR_RETURN(up.fabric_gbps, f.OptionalNumber(u, path, "fabric_gbps"));
+    DMALAB_ASSIGN_OR_RETURN(up.fabric_gbps, f.OptionalNumber(u, path, "fabric_gbps", kRate));
     std::optional<YAML::Node> parent = YamlFields::Optional(u, "parent");
     parents.push_back(parent ? parent->Scalar() : "");
     if (parent) {
-      DMALAB_ASSIGN_OR_RETURN(up.gbps, f.RequiredNumber(u, path, "gbps", kPositive));
+      DMALAB_ASSIGN_OR_RETURN(up.gbps, f.RequiredNumber(u, path, "gbps", kRate));
     } else if (std::optional<YAML::Node> gbps = YamlFields::Optional(u, "gbps")) {
       return f.Error(*gbps, FieldPath(path, "gbps"), "a link up",
                      "no gbps on a root (it has no parent); use fabric_gbps");
@@ -247,17 +247,16 @@ absl::Status ParseCosts(const YamlFields& f, const YAML::Node& doc, Topology& t)
                  {"launch_us", "overhead_us", "reduce_gbps", "codec_gbps", "codec_gpu_gbps",
                   "codec_encode_gbps", "codec_decode_gbps", "codec_dequantizing_add_gbps"}));
   DMALAB_ASSIGN_OR_RETURN(t.kernel_launch_us,
-                          f.RequiredNumber(kernel, "kernel", "launch_us", kNonNegative));
+                          f.RequiredNumber(kernel, "kernel", "launch_us", kTime));
   DMALAB_ASSIGN_OR_RETURN(t.kernel_overhead_us,
-                          f.RequiredNumber(kernel, "kernel", "overhead_us", kNonNegative));
-  DMALAB_ASSIGN_OR_RETURN(t.reduce_gbps,
-                          f.RequiredNumber(kernel, "kernel", "reduce_gbps", kPositive));
-  DMALAB_ASSIGN_OR_RETURN(t.codec_gbps, f.OptionalNumber(kernel, "kernel", "codec_gbps"));
+                          f.RequiredNumber(kernel, "kernel", "overhead_us", kTime));
+  DMALAB_ASSIGN_OR_RETURN(t.reduce_gbps, f.RequiredNumber(kernel, "kernel", "reduce_gbps", kRate));
+  DMALAB_ASSIGN_OR_RETURN(t.codec_gbps, f.OptionalNumber(kernel, "kernel", "codec_gbps", kRate));
   for (auto [key, field] : {std::pair{"codec_gpu_gbps", &t.codec_gpu_gbps},
                             {"codec_encode_gbps", &t.codec_encode_gbps},
                             {"codec_decode_gbps", &t.codec_decode_gbps},
                             {"codec_dequantizing_add_gbps", &t.codec_dequantizing_add_gbps}}) {
-    DMALAB_ASSIGN_OR_RETURN(*field, f.OptionalNumber(kernel, "kernel", key));
+    DMALAB_ASSIGN_OR_RETURN(*field, f.OptionalNumber(kernel, "kernel", key, kRate));
     if (*field > 0 && t.codec_gbps == 0) {
       // Without a codec rate coded kernels run as plain ones: this rate would mean nothing.
       return f.Error(kernel[key], absl::StrCat("kernel.", key), YamlFields::Describe(kernel[key]),
@@ -266,13 +265,11 @@ absl::Status ParseCosts(const YamlFields& f, const YAML::Node& doc, Topology& t)
   }
   DMALAB_ASSIGN_OR_RETURN(YAML::Node flag, f.Required(doc, "", "flag", "a map"));
   DMALAB_RETURN_IF_ERROR(f.CheckMap(flag, "flag", {"latency_us"}));
-  DMALAB_ASSIGN_OR_RETURN(t.flag_latency_us,
-                          f.RequiredNumber(flag, "flag", "latency_us", kNonNegative));
+  DMALAB_ASSIGN_OR_RETURN(t.flag_latency_us, f.RequiredNumber(flag, "flag", "latency_us", kTime));
   DMALAB_ASSIGN_OR_RETURN(YAML::Node host, f.Required(doc, "", "host", "a map"));
   DMALAB_RETURN_IF_ERROR(f.CheckMap(host, "host", {"copy_us", "event_us"}));
-  DMALAB_ASSIGN_OR_RETURN(t.copy_launch_us,
-                          f.RequiredNumber(host, "host", "copy_us", kNonNegative));
-  DMALAB_ASSIGN_OR_RETURN(t.event_us, f.RequiredNumber(host, "host", "event_us", kNonNegative));
+  DMALAB_ASSIGN_OR_RETURN(t.copy_launch_us, f.RequiredNumber(host, "host", "copy_us", kTime));
+  DMALAB_ASSIGN_OR_RETURN(t.event_us, f.RequiredNumber(host, "host", "event_us", kTime));
   return absl::OkStatus();
 }
 
@@ -291,8 +288,8 @@ absl::StatusOr<Topology> ParseDocument(const YamlFields& f, const YAML::Node& do
   DMALAB_ASSIGN_OR_RETURN(YAML::Node ce,
                           f.Required(doc, "", "copy_engines", "an integer in 1..64"));
   DMALAB_ASSIGN_OR_RETURN(t.copy_engines, f.Int(ce, "copy_engines", 1, 64));
-  DMALAB_ASSIGN_OR_RETURN(t.memory_gbps, f.RequiredNumber(doc, "", "memory_gbps", kPositive));
-  DMALAB_ASSIGN_OR_RETURN(t.port_gbps, f.OptionalNumber(doc, "", "port_gbps"));
+  DMALAB_ASSIGN_OR_RETURN(t.memory_gbps, f.RequiredNumber(doc, "", "memory_gbps", kRate));
+  DMALAB_ASSIGN_OR_RETURN(t.port_gbps, f.OptionalNumber(doc, "", "port_gbps", kRate));
   DMALAB_RETURN_IF_ERROR(ParseLinks(f, doc, t));
   DMALAB_RETURN_IF_ERROR(ParseUplinks(f, doc, t));
   DMALAB_RETURN_IF_ERROR(ParseCosts(f, doc, t));

@@ -1,7 +1,6 @@
 #include "tools/calibrate_command.h"
 
 #include <cstdio>
-#include <fstream>
 #include <memory>
 
 #include "absl/strings/str_format.h"
@@ -10,6 +9,7 @@
 #include "measure/device_timer.h"
 #include "measure/hw_backend.h"
 #include "sim/topology.h"
+#include "tools/output_file.h"
 
 namespace dmalab {
 namespace {
@@ -53,10 +53,7 @@ int RunCalibrateCommand(const CalibrateCommand& c) {
     return Fail(absl::InternalError(
         absl::StrFormat("the written topology does not load: %s", t.status().message())));
   }
-  std::ofstream out(c.out, std::ios::binary);
-  out << *yaml;
-  out.close();
-  if (!out) return Fail(absl::UnavailableError(absl::StrFormat("cannot write '%s'", c.out)));
+  if (absl::Status s = WriteTextFile(c.out, *yaml); !s.ok()) return Fail(s);
   std::fputs(yaml->c_str(), stdout);
   std::fprintf(stderr, "dmalab calibrate: wrote %s\n", c.out.c_str());
   return 0;

@@ -99,6 +99,12 @@ int FlagSet::OnlyWith(const std::string& condition, bool holds,
   return -1;
 }
 
+int FlagSet::NotBoth(const std::string& a, const std::string& b, const std::string& what) {
+  if (app_.count(a) == 0 || app_.count(b) == 0) return -1;
+  return UsageError(
+      absl::StrFormat("%s and %s cannot be given together (%s); give one", a, b, what));
+}
+
 int FlagSet::Parse(int argc, const char* const* argv) {
   const auto usage_error = [&](const std::string& message) { return UsageError(message); };
   for (int i = 1; i < argc; ++i) {

@@ -59,6 +59,11 @@ class FlagSet {
   // `condition` (e.g. "--backend=hw") holds are a usage error (2, stderr); else -1.
   int OnlyWith(const std::string& condition, bool holds, const std::vector<std::string>& names);
 
+  // After Parse: `a` and `b` given together, when each asks for a different run (`what`
+  // says how they differ), are a usage error (2, stderr) rather than one silently ignored;
+  // else -1.
+  int NotBoth(const std::string& a, const std::string& b, const std::string& what);
+
  private:
   // CLI11 `names` for messages ("-b,--minbytes" -> "-b/--minbytes").
   static std::string DisplayName(const std::string& names);

@@ -1,9 +1,5 @@
 #include "tools/command.h"
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-
 #include "absl/strings/str_format.h"
 #include "common/plugin/open_collective.h"
 
@@ -17,20 +13,9 @@ absl::Status CheckCollective(const std::string& name) {
       name));
 }
 
-absl::Status WriteTextFile(const std::string& path, std::string_view text) {
-  FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) {
-    return absl::PermissionDeniedError(
-        absl::StrFormat("cannot write '%s': %s", path, std::strerror(errno)));
-  }
-  const bool written =
-      std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0;
-  const int error = errno;
-  if (std::fclose(f) != 0 || !written) {
-    return absl::DataLossError(
-        absl::StrFormat("cannot write '%s': %s", path, std::strerror(written ? errno : error)));
-  }
-  return absl::OkStatus();
+std::string CollectiveAsWritten(const std::string& name) {
+  if (!IsPluginPath(name) || name.find('/') != std::string::npos) return name;
+  return "./" + name;
 }
 
 absl::Status CheckCollectiveOptions(const RunFlags& run, std::string_view where) {

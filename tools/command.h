@@ -1,5 +1,5 @@
 // What the commands of the command line share: the flags of every command that runs the
-// collective (replay, zoo, sweep, demo), and writing result files.
+// collective (replay, zoo, sweep, demo), and writing result files (tools/output_file.h).
 #ifndef DMALAB_TOOLS_COMMAND_H_
 #define DMALAB_TOOLS_COMMAND_H_
 
@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "tools/output_file.h"  // WriteTextFile: every command's report files
 
 namespace dmalab {
 
@@ -26,9 +27,11 @@ absl::Status CheckCollective(const std::string& name);
 // names the mode, e.g. "replay --seeds"; empty: every mode of the command takes them).
 absl::Status CheckCollectiveOptions(const RunFlags& run, std::string_view where = "");
 
-// Writes `text` to `path` (replacing it); the error names the path and the reason (a full disk,
-// a directory without write permission).
-absl::Status WriteTextFile(const std::string& path, std::string_view text);
+// The plugin path `name` as the user wrote it: a path without '/' ("minimal.so") gets "./" in
+// front, so that the loader opens that file in the current folder instead of searching the
+// library path (LD_LIBRARY_PATH, the system's folders) for a library of that name. Other names
+// are returned as they are.
+std::string CollectiveAsWritten(const std::string& name);
 
 }  // namespace dmalab
 

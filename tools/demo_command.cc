@@ -63,6 +63,16 @@ int RunDemoCommand(const DemoCommand& c) {
   if (!faults.ok()) return fail(faults.status());
   absl::StatusOr<WireMode> wire = ParseWireMode(c.wire);
   if (!wire.ok()) return fail(wire.status());
+  // The smallest all-reduce is W * 8 elements (the ring's rule, which demo applies to any
+  // collective); a size below it would run nothing, and a run of nothing is no PASS.
+  const uint64_t smallest = static_cast<uint64_t>(world) * 8 * DTypeBytes(*dtype);
+  if (c.min_bytes < smallest) {
+    return fail(absl::InvalidArgumentError(absl::StrFormat(
+        "-b is %s: an all-reduce over %d ranks takes a multiple of %d elements (%d x 8), at least "
+        "%s of %s; allowed: -b >= %s",
+        DescribeByteSize(c.min_bytes), world, world * 8, world, DescribeByteSize(smallest),
+        DTypeName(*dtype), DescribeByteSize(smallest))));
+  }
   SimDevice dev(world, c.seed);
   DmaAllReduceOptions opts;
   opts.max_bytes = c.max_bytes;
@@ -80,12 +90,12 @@ int RunDemoCommand(const DemoCommand& c) {
   const long double need =
       static_cast<long double>(world) *
       (2.0L * largest * DTypeBytes(*dtype) + workspace + largest * (8.0L + 2 * DTypeBytes(*dtype)));
-  if (const uint64_t limit = AvailableMemoryBytes(); need > static_cast<long double>(limit)) {
+  if (const MemoryLimit limit = AvailableMemory(); need > static_cast<long double>(limit.bytes)) {
     return fail(absl::ResourceExhaustedError(absl::StrFormat(
-        "the largest size (-e %s) needs about %s of memory, more than the %s available; use a "
-        "smaller -e or fewer --ranks",
+        "the largest size (-e %s) needs about %s of memory, more than the %s; use a smaller -e "
+        "or fewer --ranks",
         DescribeByteSize(c.max_bytes),
-        BytesText(need >= 1.8e19L ? UINT64_MAX : static_cast<uint64_t>(need)), BytesText(limit))));
+        BytesText(need >= 1.8e19L ? UINT64_MAX : static_cast<uint64_t>(need)), LimitText(limit))));
   }
   CollectiveParams params;
   params.max_bytes = opts.max_bytes;

@@ -7,14 +7,17 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/core/byte_size.h"
 #include "common/core/dtype.h"
 #include "common/core/version.h"
+#include "common/plugin/open_collective.h"
 #include "common/ring/faults.h"
 #include "common/ring/ring_planner.h"
 #include "common/ring/wire.h"
 #include "tools/calibrate_command.h"
+#include "tools/checked_stdout.h"
 #include "tools/cli_flags.h"
 #include "tools/command.h"
 #include "tools/demo_command.h"
@@ -66,12 +69,28 @@ std::function<absl::Status(const std::string&)> Accepts(Parse parse) {
 // The flags of replay, zoo, sweep and demo (RunFlags): one line here per flag.
 void AddRunFlags(FlagSet& f, RunFlags& run) {
   f.Text("--collective", &run.collective,
-         "the collective under test: NAME (built in: ring) or PATH.so", CheckCollective);
+         "the collective under test: NAME (built in: ring) or PATH.so (a path without '/' is "
+         "in the current folder)",
+         CheckCollective)
+      ->transform(CollectiveAsWritten);
   f.Text("--collective-options", &run.collective_options,
          "text handed to a plugin's create (dmalab_rank_config.options, v1's "
          "dmalab_collective_config.options); the plugin parses it");
   f.Text("--json", &run.json, "also write the results as JSON to this path (docs/json.md)");
   f.Switch("-q,--quiet", &run.quiet, "no progress line on stderr (it is drawn only on a terminal)");
+}
+
+// --timeout of replay and zoo: a plugin runs in a worker process (tools/isolated_run.h).
+void AddTimeout(FlagSet& f, int* seconds) {
+  f.Integer("--timeout", seconds, 1, 86400,
+            "plugins: seconds one step may run before the collective counts as hung "
+            "(collective_hang); the plugin runs in a worker process, so its crash or exit is a "
+            "finding (collective_crash) too");
+}
+
+// Flags that mean something only for a plugin (--timeout): a usage error with the ring.
+int OnlyForPlugins(FlagSet& f, const RunFlags& run, const std::vector<std::string>& names) {
+  return f.OnlyWith("--collective=PLUGIN.so", IsPluginPath(run.collective), names);
 }
 
 void AddDType(FlagSet& f, std::string* dtype) {
@@ -133,11 +152,19 @@ int Replay(int argc, const char* const* argv) {
             "sim: replay scheduling seeds 1..N and list the failing ones (0: one replay)");
   f.Switch("--check-determinism", &c.check_determinism,
            "sim: replay one seed twice and compare the reports byte for byte");
+  AddTimeout(f, &c.hang_seconds);
   AddRunFlags(f, c.run);
   if (int rc = f.Parse(argc, argv); rc >= 0) return rc;
   if (int rc = f.OnlyWith("--backend=hw", c.backend == "hw", {"--gpus"}); rc >= 0) return rc;
+  if (int rc = OnlyForPlugins(f, c.run, {"--timeout"}); rc >= 0) return rc;
   if (int rc = f.OnlyWith("--backend=sim", c.backend == "sim",
                           {"--seed", "--seeds", "--check-determinism", "--fidelity"});
+      rc >= 0) {
+    return rc;
+  }
+  if (int rc =
+          f.NotBoth("--seeds", "--check-determinism",
+                    "--seeds replays seeds 1..N once each, --check-determinism one seed twice");
       rc >= 0) {
     return rc;
   }
@@ -230,8 +257,10 @@ int Zoo(int argc, const char* const* argv) {
   f.Text("--root", &c.root,
          "folder holding scenarios/ and tests/zoo/ (default: $DMALAB_ROOT, else found next to "
          "the executable or its install prefix)");
+  AddTimeout(f, &c.hang_seconds);
   AddRunFlags(f, c.run);
   if (int rc = f.Parse(argc, argv); rc >= 0) return rc;
+  if (int rc = OnlyForPlugins(f, c.run, {"--timeout"}); rc >= 0) return rc;
   return RunZooCommand(c);
 }
 
@@ -273,7 +302,9 @@ std::string CommandNames() {
 }  // namespace
 }  // namespace dmalab
 
-int main(int argc, char** argv) {
+namespace {
+
+int Run(int argc, char** argv) {
   using dmalab::cli::kExitPass;
   using dmalab::cli::kExitUsage;
   if (argc < 2) {
@@ -306,4 +337,13 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   return c->run(argc - 1, argv + 1);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  dmalab::CheckStdout();
+  const int rc = Run(argc, argv);
+  const bool known = argc >= 2 && dmalab::FindCommand(argv[1]) != nullptr;
+  return dmalab::FinishStdout(known ? absl::StrCat("dmalab ", argv[1]) : "dmalab", rc);
 }

@@ -1,10 +1,8 @@
 #include "tools/npy.h"
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "tools/output_file.h"
 
 namespace dmalab {
 
@@ -36,19 +34,13 @@ absl::Status WriteNpy(const std::string& path, DType dtype, const std::vector<in
   const size_t n = bytes.size() / DTypeBytes(dtype);
   std::vector<float> values(n);
   for (size_t i = 0; i < n; ++i) values[i] = LoadAsFloat(dtype, bytes.data(), i);
-  FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) {
-    return absl::PermissionDeniedError(
-        absl::StrFormat("dump: cannot write '%s': %s", path, std::strerror(errno)));
-  }
   const std::string header = NpyHeader(shape);
-  const bool written = std::fwrite(header.data(), 1, header.size(), f) == header.size() &&
-                       std::fwrite(values.data(), sizeof(float), n, f) == n && std::fflush(f) == 0;
-  const int error = errno;
-  // A full disk shows at the flush or the close, not at fwrite.
-  if (std::fclose(f) != 0 || !written) {
-    return absl::DataLossError(absl::StrFormat("dump: cannot write '%s': %s", path,
-                                               std::strerror(written ? errno : error)));
+  // A dump file is named after a tensor: whatever is at its path (a link to a file outside the
+  // folder included) is replaced, never written through.
+  const std::string_view parts[] = {
+      header, std::string_view(reinterpret_cast<const char*>(values.data()), n * sizeof(float))};
+  if (absl::Status s = WriteOutputFile(path, parts, OutputLinks::kReplace); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("dump: ", s.message()));
   }
   return absl::OkStatus();
 }

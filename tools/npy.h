@@ -12,7 +12,6 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "common/core/dtype.h"
-#include "tools/command.h"  // WriteTextFile
 
 namespace dmalab {
 
@@ -23,9 +22,10 @@ inline constexpr size_t kMaxNpyDims = 32;
 // array of `shape` (at most kMaxNpyDims dimensions, so its length fits the 16-bit field).
 std::string NpyHeader(const std::vector<int64_t>& shape);
 
-// Writes `bytes` (elements of `dtype`) widened to float32 as `path`. Errors name the path and
-// the reason: more than kMaxNpyDims dimensions, a file that cannot be opened, or a failed write
-// (a full disk included).
+// Writes `bytes` (elements of `dtype`) widened to float32 as `path`, atomically, replacing
+// whatever file or link is there (tools/output_file.h, OutputLinks::kReplace). Errors name the
+// path and the reason: more than kMaxNpyDims dimensions, a file that cannot be created, or a
+// failed write (a full disk included).
 absl::Status WriteNpy(const std::string& path, DType dtype, const std::vector<int64_t>& shape,
                       absl::Span<const uint8_t> bytes);
 

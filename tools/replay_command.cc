@@ -10,12 +10,14 @@
 #include "absl/strings/str_format.h"
 #include "common/core/json_writer.h"
 #include "common/core/version.h"
+#include "common/plugin/open_collective.h"
 #include "common/scenario/replay.h"
 #include "common/scenario/replay_expectations.h"
 #include "common/scenario/report.h"
 #include "common/scenario/scenario_loader.h"
 #include "sim/sim_device.h"
 #include "tools/host_memory.h"
+#include "tools/isolated_replay.h"
 #include "tools/npy.h"
 #include "tools/progress.h"
 #include "tools/sim_replay.h"
@@ -78,7 +80,7 @@ int RunSeedSweep(const Scenario& scenario, const FaultSet& faults, const ReplayC
   Progress progress("replay", "seeds", ProgressWanted(c.run.quiet));
   for (int seed = 1; seed <= c.seeds; ++seed) {
     absl::StatusOr<ReplayReport> r =
-        ReplayOnSim(scenario, faults, seed, c.pieces, fidelity, c.run.collective);
+        ReplayOnSim(scenario, faults, seed, c.pieces, fidelity, c.run.collective, c.hang_seconds);
     if (!r.ok()) return BadInput(std::string(r.status().message()));
     progress.Update(seed, c.seeds, absl::StrFormat("%zu failing", failing.size()));
     if (r->pass()) continue;
@@ -113,19 +115,34 @@ int RunSeedSweep(const Scenario& scenario, const FaultSet& faults, const ReplayC
 }
 
 // --check-determinism: the same seed twice must give the same report, byte for byte.
-int CheckDeterminism(const Scenario& scenario, const FaultSet& faults, uint64_t seed, int pieces,
-                     Fidelity fidelity, const std::string& collective) {
+// A crash or hang of the collective fails the run in this mode too (the reports may well agree).
+int CheckDeterminism(const Scenario& scenario, const FaultSet& faults, uint64_t seed,
+                     const ReplayCommand& c, Fidelity fidelity) {
   std::string text[2];
-  for (std::string& t : text) {
+  const ReplayFinding* broke = nullptr;
+  ReplayReport reports[2];
+  for (int i = 0; i < 2; ++i) {
     absl::StatusOr<ReplayReport> r =
-        ReplayOnSim(scenario, faults, seed, pieces, fidelity, collective);
+        ReplayOnSim(scenario, faults, seed, c.pieces, fidelity, c.run.collective, c.hang_seconds);
     if (!r.ok()) return BadInput(std::string(r.status().message()));
-    t = FormatReportText(*r) + FormatReportJson(*r);
+    reports[i] = *std::move(r);
+    text[i] = FormatReportText(reports[i]) + FormatReportJson(reports[i]);
+    for (const ReplayFinding& f : reports[i].findings) {
+      if (broke == nullptr && (f.kind == ReplayFindingKind::kCollectiveCrash ||
+                               f.kind == ReplayFindingKind::kCollectiveHang)) {
+        broke = &f;
+      }
+    }
   }
   if (text[0] == text[1]) {
     std::printf("determinism: seed %llu, inject %s: two runs gave identical reports (%zu bytes)\n",
                 static_cast<unsigned long long>(seed), faults.ToString().c_str(), text[0].size());
-    return 0;
+    if (broke == nullptr) return 0;
+  }
+  if (broke != nullptr) {
+    std::printf("determinism: the collective failed: %s: %s\n", broke->checker.c_str(),
+                broke->detail.c_str());
+    if (text[0] == text[1]) return 1;
   }
   size_t at = 0;
   while (at < text[0].size() && at < text[1].size() && text[0][at] == text[1][at]) ++at;
@@ -168,46 +185,57 @@ int RunReplayCommand(const ReplayCommand& c) {
       !s.ok()) {
     return BadInput(std::string(s.message()));
   }
-  if (c.check_determinism)
-    return CheckDeterminism(*scenario, *faults, seed, c.pieces, *fidelity, c.run.collective);
+  if (c.check_determinism) return CheckDeterminism(*scenario, *faults, seed, c, *fidelity);
   if (c.seeds > 0) return RunSeedSweep(*scenario, *faults, c, *fidelity);
-  absl::StatusOr<std::unique_ptr<Device>> device = MakeDevice(c, *fidelity, scenario->world, seed);
-  if (!device.ok()) return BadInput(std::string(device.status().message()));
   if (!c.dump_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(c.dump_dir, ec);
     if (ec)
       return BadInput(absl::StrFormat("--dump: cannot create '%s': %s", c.dump_dir, ec.message()));
   }
-
-  ReplayOptions options;
-  options.collective = c.run.collective;
-  options.collective_options = c.run.collective_options;
-  options.faults = *faults;
-  options.pieces = c.pieces;
-  auto* sim = dynamic_cast<SimDevice*>(device->get());
   // The simulator holds every rank's memory in this process: refuse a run that cannot fit
   // rather than die in the allocator.
-  if (sim != nullptr) {
-    options.max_memory_bytes = c.max_memory_bytes.value_or(AvailableMemoryBytes());
-  }
-  if (sim != nullptr) options.poll_device_findings = NewFindingsPoller(*sim);
-  Progress progress("replay", "steps", ProgressWanted(c.run.quiet));
-  options.progress = [&progress, &c](int64_t done, int64_t total) {
-    progress.Update(done, total);
-    if (c.progress) c.progress(done, total);
-  };
-  Device& dev = **device;
-  if (!c.dump_dir.empty()) {
-    options.inspect_at_end = [&dev, &c](const std::string& name,
-                                        const std::vector<TensorView>& views) {
-      return Dump(dev, c.dump_dir, name, views);
+  const MemoryLimit limit =
+      c.max_memory_bytes.has_value() ? MemoryLimit{*c.max_memory_bytes, ""} : AvailableMemory();
+  // The whole run, device included (a GPU's context does not survive a fork): in this process
+  // for the ring, in a worker for a plugin (tools/isolated_replay.h).
+  const auto replay = [&](const ReplayObserver& observer) -> absl::StatusOr<ReplayReport> {
+    absl::StatusOr<std::unique_ptr<Device>> device =
+        MakeDevice(c, *fidelity, scenario->world, seed);
+    if (!device.ok()) return device.status();
+    ReplayOptions options;
+    options.collective = c.run.collective;
+    options.collective_options = c.run.collective_options;
+    options.faults = *faults;
+    options.pieces = c.pieces;
+    options.observer = observer;
+    auto* sim = dynamic_cast<SimDevice*>(device->get());
+    if (sim != nullptr) {
+      options.max_memory_bytes = limit.bytes;
+      options.max_memory_source = limit.source;
+      options.poll_device_findings = NewFindingsPoller(*sim);
+    }
+    Progress progress("replay", "steps", ProgressWanted(c.run.quiet));
+    options.progress = [&progress, &c](int64_t done, int64_t total) {
+      progress.Update(done, total);
+      if (c.progress) c.progress(done, total);
     };
-  }
-  absl::StatusOr<ReplayReport> report = Replay(*scenario, device->get(), options);
-  progress.Clear();
+    Device& dev = **device;
+    if (!c.dump_dir.empty()) {
+      options.inspect_at_end = [&dev, &c](const std::string& name,
+                                          const std::vector<TensorView>& views) {
+        return Dump(dev, c.dump_dir, name, views);
+      };
+    }
+    absl::StatusOr<ReplayReport> report = Replay(*scenario, device->get(), options);
+    progress.Clear();
+    if (report.ok() && sim != nullptr) report->scheduling_seed = seed;
+    return report;
+  };
+  absl::StatusOr<ReplayReport> report = IsPluginPath(c.run.collective)
+                                            ? ReplayInWorker(replay, *scenario, c.hang_seconds)
+                                            : replay(nullptr);
   if (!report.ok()) return BadInput(std::string(report.status().message()));
-  if (sim != nullptr) report->scheduling_seed = seed;
 
   std::fputs(FormatReportText(*report).c_str(), stdout);
   bool expectation_met = true;
@@ -236,9 +264,6 @@ int RunReplayCommand(const ReplayCommand& c) {
     if (absl::Status s = WriteTextFile(c.run.json, json + "\n"); !s.ok()) {
       return BadInput(absl::StrFormat("--json: %s", s.message()));
     }
-  }
-  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
-    return BadInput(absl::StrFormat("cannot write the report to stdout: %s", std::strerror(errno)));
   }
   return report->pass() && expectation_met ? 0 : 1;
 }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "tools/command.h"
+#include "tools/isolated_run.h"
 
 namespace dmalab {
 
@@ -23,6 +24,9 @@ struct ReplayCommand {
   int seeds = 0;                   // sim: > 0 replays seeds 1..seeds and reports failing seeds
   bool check_determinism = false;  // sim: replay one seed twice, compare the report bytes
   RunFlags run;                    // --collective, --json (the report), --quiet
+  // --timeout: a plugin runs in a worker process; a step it has not ended after this many
+  // seconds is a collective_hang finding (tools/isolated_replay.h).
+  int hang_seconds = kDefaultHangSeconds;
   // sim: refuse a run whose memory need (EstimateReplayMemory) exceeds this many bytes; default
   // the available physical memory (AvailableMemoryBytes).
   std::optional<uint64_t> max_memory_bytes;

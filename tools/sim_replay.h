@@ -12,18 +12,20 @@
 #include "common/scenario/replay.h"
 #include "common/scenario/scenario.h"
 #include "sim/sim_device.h"
+#include "tools/isolated_run.h"  // kDefaultHangSeconds
 
 namespace dmalab {
 
 // Replays `scenario` on a fresh SimDevice of `fidelity` seeded with `seed` (every scheduling
-// choice), with the
-// simulator's own checkers (races, use after free or reuse, deadlock) polled into the report.
-// An error is bad input (the scenario cannot run, needs more than the available memory, an
-// all-reduce rejects its arguments).
+// choice), with the simulator's own checkers (races, use after free or reuse, deadlock) polled
+// into the report. A plugin runs in a worker process (tools/isolated_replay.h): its crash, exit
+// or a step longer than `hang_seconds` is a finding. An error is bad input (the scenario cannot
+// run, needs more than the available memory, an all-reduce rejects its arguments).
 absl::StatusOr<ReplayReport> ReplayOnSim(const Scenario& scenario, const FaultSet& faults,
                                          uint64_t seed, int pieces = 2,
                                          Fidelity fidelity = Fidelity::kValues,
-                                         const std::string& collective = "ring");
+                                         const std::string& collective = "ring",
+                                         int hang_seconds = kDefaultHangSeconds);
 
 // The checker that made a finding: the simulator checker's kind for device findings ("race",
 // "use_after_free", ...), else the replay check ("retained_mismatch", "rank_inconsistent", ...).

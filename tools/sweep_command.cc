@@ -3,9 +3,9 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <ctime>
-#include <fstream>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -19,6 +19,7 @@
 #include "measure/sweep_report.h"
 #include "sim/sim_device.h"
 #include "sim/topology.h"
+#include "tools/host_memory.h"
 #include "tools/progress.h"
 
 namespace dmalab {
@@ -27,14 +28,6 @@ namespace {
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "dmalab sweep: %s\n", std::string(s.message()).c_str());
   return 2;
-}
-
-absl::Status WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  out.close();
-  if (!out) return absl::UnavailableError(absl::StrFormat("cannot write '%s'", path));
-  return absl::OkStatus();
 }
 
 absl::StatusOr<SweepOptions> ParseOptions(const SweepCommand& c) {
@@ -138,6 +131,18 @@ int RunSweepCommand(const SweepCommand& c, const SweepNcclJsonOption& nccl) {
           "--backend=sim needs --topology=FILE (e.g. scenarios/topologies/h200_virtual_ranks.yaml)"
           ": the timing model predicts the times"));
     }
+    // The simulator holds every rank's buffers in this process: refuse a sweep that cannot fit
+    // rather than die in the allocator (the shadow fidelity holds no payload).
+    if (*fidelity == Fidelity::kValues) {
+      absl::StatusOr<uint64_t> need = SweepMemoryBytes(*options, c.ranks);
+      if (!need.ok()) return Fail(need.status());
+      if (const MemoryLimit limit = AvailableMemory(); *need > limit.bytes) {
+        return Fail(absl::ResourceExhaustedError(absl::StrFormat(
+            "the largest size (-e %s) needs about %s of memory, more than the %s; use a smaller "
+            "-e, fewer --ranks, or --fidelity=shadow (times only, no payload)",
+            DescribeByteSize(c.e), BytesText(*need), LimitText(limit))));
+      }
+    }
     absl::StatusOr<Topology> loaded = LoadTopologyFile(c.topology);
     if (!loaded.ok()) return Fail(loaded.status());
     topology = *std::move(loaded);
@@ -183,6 +188,17 @@ int RunSweepCommand(const SweepCommand& c, const SweepNcclJsonOption& nccl) {
     return 1;
   }
   if (!rows.ok()) return Fail(rows.status());
+  // A time that is not a finite positive number has no bandwidth: never printed as inf or nan,
+  // nor written into JSON (the topology's bounds keep the timing model's times finite).
+  for (const SweepRow& r : *rows) {
+    for (double us : {r.out_of_place.time_us, r.in_place.time_us, r.sol_us}) {
+      if (!std::isfinite(us) || us <= 0) {
+        return Fail(absl::InternalError(absl::StrFormat(
+            "the time measured at %s is %g us, not a finite positive number; no row is written",
+            DescribeByteSize(r.bytes), us)));
+      }
+    }
+  }
   context.end_time = LocalTime();
   std::fputs(SweepTableFooter(context, *rows).c_str(), stdout);
 
@@ -199,15 +215,18 @@ int RunSweepCommand(const SweepCommand& c, const SweepNcclJsonOption& nccl) {
     std::fputs(sim->findings().ToString().c_str(), stdout);
     failed = true;
   }
-  if (!c.csv.empty()) {
-    if (absl::Status s = WriteFile(c.csv, SweepCsv(context, *rows)); !s.ok()) return Fail(s);
-  }
-  if (!c.run.json.empty()) {
-    if (absl::Status s = WriteFile(c.run.json, SweepJson(context, *rows)); !s.ok()) return Fail(s);
-  }
-  if (!nccl.path.empty()) {
-    if (absl::Status s = WriteFile(nccl.path, SweepNcclJson(context, *rows)); !s.ok()) {
-      return Fail(s);
+  // Each file the command line asked for, with its flag in errors.
+  struct OutputFile {
+    const char* flag;
+    const std::string& path;
+    std::string (*format)(const SweepContext&, absl::Span<const SweepRow>);
+  };
+  for (const OutputFile& out :
+       {OutputFile{"--csv", c.csv, SweepCsv}, OutputFile{"--json", c.run.json, SweepJson},
+        OutputFile{"-J", nccl.path, SweepNcclJson}}) {
+    if (out.path.empty()) continue;
+    if (absl::Status s = WriteTextFile(out.path, out.format(context, *rows)); !s.ok()) {
+      return Fail(absl::Status(s.code(), absl::StrCat(out.flag, ": ", s.message())));
     }
   }
   std::printf("# status=%s\n", failed ? "FAIL" : "PASS");

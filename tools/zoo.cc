@@ -104,6 +104,47 @@ absl::StatusOr<std::set<std::string>> RunInPlaceThenAdd(const std::string& colle
   return checkers;
 }
 
+// RunInPlaceThenAdd with a plugin, in a worker process: its crash or exit is collective_crash,
+// a hang collective_hang. The worker sends the checkers ('C', comma-separated) or its error
+// ('E', the status code, the message).
+absl::StatusOr<std::set<std::string>> RunInPlaceThenAddIsolated(const std::string& collective,
+                                                                uint64_t seed, Fidelity fidelity,
+                                                                int hang_seconds) {
+  const auto work = [&](WorkerChannel& channel) {
+    absl::StatusOr<std::set<std::string>> found =
+        RunInPlaceThenAdd(collective, FaultSet(), seed, fidelity);
+    if (found.ok()) {
+      channel.Send(absl::StrCat("C", absl::StrJoin(*found, ",")));
+    } else {
+      channel.Send(absl::StrCat("E", std::string(1, static_cast<char>(found.status().code())),
+                                found.status().message()));
+    }
+  };
+  std::optional<absl::StatusOr<std::set<std::string>>> result;
+  const auto on_message = [&](std::string_view m) -> absl::Status {
+    if (result.has_value() || m.empty()) return absl::DataLossError("an unexpected message");
+    if (m[0] == 'C') {
+      std::set<std::string> checkers;
+      for (absl::string_view c :
+           absl::StrSplit(absl::string_view(m.data() + 1, m.size() - 1), ',', absl::SkipEmpty())) {
+        checkers.insert(std::string(c));
+      }
+      result = checkers;
+    } else if (m[0] == 'E' && m.size() >= 2) {
+      result = absl::Status(static_cast<absl::StatusCode>(static_cast<unsigned char>(m[1])),
+                            absl::string_view(m.data() + 2, m.size() - 2));
+    } else {
+      return absl::DataLossError("a message of an unknown kind");
+    }
+    return absl::OkStatus();
+  };
+  absl::StatusOr<WorkerEnd> end = RunIsolated(work, on_message, hang_seconds);
+  if (!end.ok()) return end.status();
+  if (end->how == WorkerEnd::How::kFinished && result.has_value()) return *result;
+  return std::set<std::string>{end->how == WorkerEnd::How::kHung ? "collective_hang"
+                                                                 : "collective_crash"};
+}
+
 // One run of a zoo case: the checker names of its findings (empty: clean).
 absl::StatusOr<std::set<std::string>> RunCase(const std::map<std::string, Scenario>& scenarios,
                                               const std::string& name, const FaultSet& faults,
@@ -140,12 +181,10 @@ const std::vector<PluginCase>& PluginCatalog() {
 
 // One replay of a scenario with a plugin: the checker names of its findings.
 absl::StatusOr<std::set<std::string>> RunPlugin(const Scenario& scenario, const std::string& path,
-                                                uint64_t seed, Fidelity fidelity) {
-  SimDevice device(scenario.world, seed, fidelity);
-  ReplayOptions o;
-  o.collective = path;
-  o.poll_device_findings = NewFindingsPoller(device);
-  absl::StatusOr<ReplayReport> r = Replay(scenario, &device, o);
+                                                uint64_t seed, Fidelity fidelity,
+                                                int hang_seconds) {
+  absl::StatusOr<ReplayReport> r =
+      ReplayOnSim(scenario, FaultSet(), seed, /*pieces=*/2, fidelity, path, hang_seconds);
   if (!r.ok()) return r.status();
   std::set<std::string> checkers;
   for (const ReplayFinding& f : r->findings) checkers.insert(CheckerOf(f));
@@ -204,8 +243,10 @@ absl::StatusOr<ZooReport> RunPluginZoo(const ZooOptions& options) {
     }
     if (row.skipped.empty()) {
       const auto run = [&](int seed) {
-        return scenario ? RunPlugin(*scenario, options.collective, seed, options.fidelity)
-                        : RunInPlaceThenAdd(options.collective, FaultSet(), seed, options.fidelity);
+        return scenario ? RunPlugin(*scenario, options.collective, seed, options.fidelity,
+                                    options.hang_seconds)
+                        : RunInPlaceThenAddIsolated(options.collective, seed, options.fidelity,
+                                                    options.hang_seconds);
       };
       DMALAB_RETURN_IF_ERROR(RunCleanRow(options.seeds, run, ran, row));
     } else {
@@ -300,7 +341,7 @@ absl::StatusOr<ZooReport> RunZoo(const ZooOptions& options) {
       const std::string fix = absl::StrCat(options.plugins_dir, "/", c.fixed, ".so");
       for (int seed = 1; seed <= options.seeds && !row.detected; ++seed) {
         absl::StatusOr<std::set<std::string>> found =
-            RunPlugin(*scenario, bug, seed, options.fidelity);
+            RunPlugin(*scenario, bug, seed, options.fidelity, options.hang_seconds);
         if (!found.ok()) return found.status();
         ++row.seeds_run;
         if (found->empty()) continue;
@@ -310,7 +351,7 @@ absl::StatusOr<ZooReport> RunZoo(const ZooOptions& options) {
       }
       for (int seed = 1; seed <= options.seeds; ++seed) {
         absl::StatusOr<std::set<std::string>> found =
-            RunPlugin(*scenario, fix, seed, options.fidelity);
+            RunPlugin(*scenario, fix, seed, options.fidelity, options.hang_seconds);
         if (!found.ok()) return found.status();
         ++row.fixed_seeds_run;
         if (!found->empty()) ++row.fixed_failing_runs;
@@ -525,6 +566,7 @@ int RunZooCommand(const ZooCommand& command) {
     return bad_input(absl::StrCat("--collective: ", s.message()));
   }
   options.collective = command.run.collective;
+  options.hang_seconds = command.hang_seconds;
   absl::StatusOr<std::string> root = FindZooRoot(command.root);
   if (!root.ok()) return bad_input(std::string(root.status().message()));
   options.root = *root;

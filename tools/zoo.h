@@ -14,6 +14,7 @@
 #include "common/ring/faults.h"
 #include "sim/sim_device.h"
 #include "tools/command.h"
+#include "tools/isolated_run.h"
 
 namespace dmalab {
 
@@ -28,6 +29,9 @@ struct ZooOptions {
   // Where the example plugins are (NAME.so); empty: leave the plugin rows out.
   std::string plugins_dir;
   Fidelity fidelity = Fidelity::kValues;
+  // Every run of a plugin is in a worker process (tools/isolated_run.h): its crash or exit is a
+  // failing run (collective_crash), and so is a step longer than this (collective_hang).
+  int hang_seconds = kDefaultHangSeconds;
   // Optional: called after every run with the runs done and the most the zoo can run (a fault
   // row stops at its first detection; the runs it skips count as done).
   std::function<void(int64_t done, int64_t total)> progress;
@@ -40,6 +44,7 @@ struct ZooCommand {
   // --root: the folder holding scenarios/ and tests/zoo/ (a source tree or an install's
   // share/dmalab); empty: search (FindZooRoot).
   std::string root;
+  int hang_seconds = kDefaultHangSeconds;  // --timeout (plugins)
   RunFlags run;
 };
 

@@ -40,6 +40,10 @@ std::string_view ReplayFindingKindName(ReplayFindingKind kind) {
       return "device_checker";
     case ReplayFindingKind::kCollectiveError:
       return "collective_error";
+    case ReplayFindingKind::kCollectiveCrash:
+      return "collective_crash";
+    case ReplayFindingKind::kCollectiveHang:
+      return "collective_hang";
   }
   return "?";
 }
@@ -87,6 +91,13 @@ struct DeviceFailure {
   absl::Status status;
 };
 
+// What groups findings: the step's place in the file, or without one (findings assembled
+// outside Replay) the step's ordinal, and the signature.
+std::string GroupKey(const ReplayFinding& f) {
+  return f.step_id.empty() ? absl::StrCat("#", f.step_index, "|", f.signature)
+                           : absl::StrCat(f.step_id, "|", f.signature);
+}
+
 // Adds `f` to its group in r.groups (group_of: step_id + signature -> index), a new group while
 // fewer than kMaxGroups exist, else counts it in groups_not_kept. Fills an empty signature from
 // the checker and the tensors.
@@ -99,13 +110,13 @@ void AddToGroups(ReplayReport& r, std::map<std::string, size_t>& group_of, Repla
     // A failure of the collective or the device says what failed where (a rank that hung, the
     // ranks that timed out waiting for it): each is its own finding.
     if (f.kind == ReplayFindingKind::kDeviceError ||
-        f.kind == ReplayFindingKind::kCollectiveError) {
+        f.kind == ReplayFindingKind::kCollectiveError ||
+        f.kind == ReplayFindingKind::kCollectiveCrash ||
+        f.kind == ReplayFindingKind::kCollectiveHang) {
       absl::StrAppend(&f.signature, "|", f.detail);
     }
   }
-  // Without a place in the file (findings assembled outside Replay), the step's ordinal.
-  const std::string key = f.step_id.empty() ? absl::StrCat("#", f.step_index, "|", f.signature)
-                                            : absl::StrCat(f.step_id, "|", f.signature);
+  const std::string key = GroupKey(f);
   auto it = group_of.find(key);
   if (it == group_of.end() && r.groups.size() >= ReplayReport::kMaxGroups) {
     ++r.groups_not_kept;
@@ -142,6 +153,11 @@ class Replayer {
   absl::StatusOr<ReplayReport> Run();
 
  private:
+  // Run without destroying the collective.
+  absl::StatusOr<ReplayReport> RunSteps();
+  void Observe(const ReplayStepPlace& next, const ReplayReport& so_far) const {
+    if (o_.observer) o_.observer(next, so_far);
+  }
   // OK, a bad-input error (returned from Replay) or a device failure (a finding).
   absl::Status Steps(const std::vector<Step>& steps);
   absl::Status One(const Step& step);
@@ -274,6 +290,18 @@ uint64_t MulAdd(uint64_t a, uint64_t b, uint64_t c) {
 }
 
 absl::StatusOr<ReplayReport> Replayer::Run() {
+  absl::StatusOr<ReplayReport> result = RunSteps();
+  // The collective goes before Replay returns; a caller following the run (observer) learns
+  // that this is what runs now.
+  if (ar_ != nullptr) {
+    Observe({0, "end of scenario (destroying the collective)", "end of scenario", "end", 0, 0},
+            result.ok() ? *result : r_);
+    ar_.reset();
+  }
+  return result;
+}
+
+absl::StatusOr<ReplayReport> Replayer::RunSteps() {
   if (d_->world_size() != s_.world) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s: world %d does not match the device's %d ranks", s_.file, s_.world, d_->world_size()));
@@ -293,6 +321,7 @@ absl::StatusOr<ReplayReport> Replayer::Run() {
   r_.collective = o_.collective;
   total_steps_ = s_.ExpandedStepCount();
   if (absl::Status s = CheckBounds(); !s.ok()) return s;
+  Observe({0, "setup (loading and creating the collective)", "setup", "setup", 0, 0}, r_);
   if (const uint64_t max_bytes = s_.MaxAllReduceBytes(); max_bytes > 0) {
     CollectiveParams params;
     params.max_bytes = max_bytes;
@@ -318,6 +347,7 @@ absl::StatusOr<ReplayReport> Replayer::Run() {
     f.detail = std::string(s.message());
     AddFinding(std::move(f));
   }
+  Observe({0, "end of scenario", "end of scenario", "end", 0, 0}, r_);
   if (o_.inspect_at_end && device_failure_.ok()) {
     for (const auto& [name, t] : live_) {
       if (absl::Status st = o_.inspect_at_end(name, t.views); !st.ok()) return st;
@@ -368,6 +398,8 @@ absl::Status Replayer::Steps(const std::vector<Step>& steps) {
       ++iteration_;
       absl::StrAppend(&step_text_, " [iteration ", absl::StrJoin(its, ", "), "]");
     }
+    Observe({r_.steps_executed, step_text_, step_desc_, step_id_, iteration_, iterations_total_},
+            r_);
     if (absl::Status s = One(step); !s.ok()) return s;
     // Retain, unretain and expect_equal enqueue no device work: nothing can have changed.
     if (step.kind != StepKind::kRetain && step.kind != StepKind::kUnretain &&
@@ -382,25 +414,18 @@ absl::Status Replayer::Steps(const std::vector<Step>& steps) {
 }
 
 absl::Status Replayer::CheckBounds() const {
-  if (o_.max_steps > 0 && total_steps_ > o_.max_steps) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: found %s steps with repeats expanded, allowed at most %d steps in one replay "
-        "(ReplayOptions::max_steps; reduce the repeat counts)",
-        s_.file,
-        total_steps_ == std::numeric_limits<int64_t>::max() ? "more than 2^63"
-                                                            : absl::StrFormat("%d", total_steps_),
-        o_.max_steps));
-  }
+  if (absl::Status s = CheckReplayWork(s_, o_.max_steps); !s.ok()) return s;
   if (o_.max_memory_bytes > 0 && values_) {
     const ReplayMemoryNeed need = EstimateReplayMemory(s_, o_);
     if (need.Total() > o_.max_memory_bytes) {
       return absl::ResourceExhaustedError(absl::StrFormat(
           "%s: the replay needs %d bytes (%.1f GiB: %d ranks x (%d bytes of live tensors at the "
           "peak + %d of all-reduce workspace) + %d on the host for retained snapshots and "
-          "buffers), more than the limit of %d bytes (%.1f GiB)",
+          "buffers), more than the limit of %d bytes (%.1f GiB%s)",
           s_.file, need.Total(), need.Total() / 1073741824.0, need.world,
           need.tensor_bytes_per_rank, need.workspace_bytes_per_rank, need.host_bytes,
-          o_.max_memory_bytes, o_.max_memory_bytes / 1073741824.0));
+          o_.max_memory_bytes, o_.max_memory_bytes / 1073741824.0,
+          o_.max_memory_source.empty() ? "" : absl::StrCat(": ", o_.max_memory_source)));
     }
   }
   return absl::OkStatus();
@@ -879,6 +904,29 @@ bool IsRejectedArguments(const absl::Status& status) {
 absl::StatusOr<ReplayReport> Replay(const Scenario& scenario, Device* device,
                                     const ReplayOptions& options) {
   return Replayer(scenario, device, options).Run();
+}
+
+absl::Status CheckReplayWork(const Scenario& scenario, int64_t max_steps) {
+  // The work counts every repeat iteration, so repeats around an empty body are bounded too.
+  const int64_t work = scenario.ExpandedWork();
+  if (max_steps <= 0 || work <= max_steps) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "%s: found %s steps with repeats expanded (every repeat iteration counting as one step at "
+      "least), allowed at most %d steps in one replay (ReplayOptions::max_steps; reduce the "
+      "repeat counts)",
+      scenario.file,
+      work == std::numeric_limits<int64_t>::max() ? "more than 2^63" : absl::StrFormat("%d", work),
+      max_steps));
+}
+
+void AddFindingTo(ReplayReport& report, ReplayFinding finding, int max_findings) {
+  std::map<std::string, size_t> group_of;
+  for (size_t i = 0; i < report.groups.size(); ++i) group_of[GroupKey(report.groups[i].first)] = i;
+  ++report.findings_total;
+  AddToGroups(report, group_of, finding);
+  if (static_cast<int64_t>(report.findings.size()) < max_findings) {
+    report.findings.push_back(std::move(finding));
+  }
 }
 
 void GroupFindings(ReplayReport& report) {

@@ -34,6 +34,22 @@ namespace dmalab {
 // values-fidelity replay; the shipped scenarios take a few hundred.
 inline constexpr int64_t kDefaultMaxReplaySteps = 10000000;
 
+struct ReplayReport;
+
+// Where a replay is: a step, or a phase around the steps. Given to ReplayOptions::observer, so a
+// caller can name the step that never ended (a crash or a hang of the collective under test).
+struct ReplayStepPlace {
+  int64_t step_index = 0;  // 1-based ordinal of the step; 0 for a phase
+  std::string step;        // Step::Describe() with repeat iterations, or the phase
+  std::string step_desc;   // Step::Describe(), or the phase
+  std::string step_id;     // Step::path, or "setup", "end"
+  int64_t iteration = 0;   // as ReplayFinding's
+  int64_t iterations = 0;
+};
+
+// Follows a replay: see ReplayOptions::observer.
+using ReplayObserver = std::function<void(const ReplayStepPlace& next, const ReplayReport& so_far)>;
+
 struct ReplayOptions {
   // The collective under test: "ring" (the built-in DMA ring) or a plugin's shared library
   // (common/plugin/open_collective.h), with its options text.
@@ -54,16 +70,23 @@ struct ReplayOptions {
   // Optional: called after the last step for every tensor still live (name, one view per rank),
   // before the replay frees them; an error ends the replay with that error.
   std::function<absl::Status(const std::string&, const std::vector<TensorView>&)> inspect_at_end;
+  // Optional: called before every step and every phase ("setup": loading and creating the
+  // collective; "end of scenario": freeing what is live; "end of scenario (destroying the
+  // collective)") with where the replay goes next and the report of everything before it, so
+  // that a report survives a collective that never returns (tools/isolated_replay.h).
+  ReplayObserver observer;
 
-  // Bound on work: a scenario whose step count, repeats expanded (Scenario::ExpandedStepCount,
-  // computed before anything runs, saturating instead of overflowing), exceeds max_steps is
-  // refused as bad input. 0: no bound.
+  // Bound on work: a scenario whose step count, repeats expanded and every repeat iteration
+  // counting as one step at least (Scenario::ExpandedWork, computed before anything runs,
+  // saturating instead of overflowing), exceeds max_steps is refused as bad input. 0: no bound.
   int64_t max_steps = kDefaultMaxReplaySteps;
   // Bound on memory, bytes: when > 0 and the device holds values, a scenario whose
   // EstimateReplayMemory(...).Total() exceeds it is refused as bad input before anything is
   // allocated. Meant for the simulator, which holds every rank's memory in this process (dmalab
   // replay sets it to the available physical memory). 0: no check.
   uint64_t max_memory_bytes = 0;
+  // What max_memory_bytes is, named in the refusal ("MemAvailable", "RLIMIT_AS (...)"); optional.
+  std::string max_memory_source;
   // All-reduce records kept in the report (ReplayReport::all_reduces); later ones are only
   // counted, so memory stays flat in the number of calls.
   int64_t max_all_reduce_records = 10000;
@@ -95,10 +118,15 @@ enum class ReplayFindingKind {
   kDeviceChecker,     // the device's own checker reported something (poll_device_findings)
   kCollectiveError,   // the collective broke its contract (e.g. freed memory it does not own);
                       // the replay stopped
+  kCollectiveCrash,   // the collective's process died (a signal) or exited during a step
+                      // (tools/isolated_replay.h); the replay stopped there
+  kCollectiveHang,    // a step of the collective did not end within the hang bound; the replay
+                      // was stopped there
 };
 
 // "pointer_alias", "retained_mismatch", "rank_inconsistent", "expect_equal", "wrong_sum",
-// "free_failed", "device_error", "device_checker", "collective_error".
+// "free_failed", "device_error", "device_checker", "collective_error", "collective_crash",
+// "collective_hang".
 std::string_view ReplayFindingKindName(ReplayFindingKind kind);
 
 // Storage a finding involves: a tensor's view on one rank.
@@ -211,6 +239,15 @@ bool IsRejectedArguments(const absl::Status& status);
 // report assembled outside Replay (the PyTorch harness, python/dmalab/torch). A finding without
 // a checker gets ReplayFindingKindName(kind); without a step_id, it groups by step_index.
 void GroupFindings(ReplayReport& report);
+
+// The bound on work Replay applies first (ReplayOptions::max_steps, 0: none): InvalidArgument
+// naming the file, the work found (Scenario::ExpandedWork) and the bound. For other replays of a
+// scenario (the PyTorch harness), so that they refuse what Replay refuses, in the same words.
+absl::Status CheckReplayWork(const Scenario& scenario, int64_t max_steps = kDefaultMaxReplaySteps);
+
+// Adds one finding to a report as Replay adds its own: counted, grouped with the findings of its
+// step and signature, kept while fewer than `max_findings` are (ReplayOptions::max_findings).
+void AddFindingTo(ReplayReport& report, ReplayFinding finding, int max_findings = 64);
 
 // Replays `scenario` on `device`, whose world size must equal the scenario's. Returns an error
 // (bad input: exit status 2 in tools) when the scenario cannot run on this device, exceeds

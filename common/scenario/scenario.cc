@@ -81,14 +81,18 @@ void MaxAllReduceBytesOf(const Scenario& s, const std::vector<Step>& steps, uint
   }
 }
 
-// Saturates at INT64_MAX: repeats nest without limit, their product may not fit.
-int64_t CountSteps(const std::vector<Step>& steps) {
+// Saturates at INT64_MAX: repeats nest without limit, their product may not fit. With
+// `iterations_count`, an iteration counts as at least one step even when its body has none, so
+// that nested repeats around an empty body count the product of their counts (the work of
+// looping), not 0.
+int64_t CountSteps(const std::vector<Step>& steps, bool iterations_count) {
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   int64_t n = 0;
   for (const Step& step : steps) {
     int64_t k = 1;
     if (step.kind == StepKind::kRepeat) {
-      const int64_t body = CountSteps(step.body);
+      int64_t body = CountSteps(step.body, iterations_count);
+      if (iterations_count) body = std::max<int64_t>(body, 1);
       k = body != 0 && step.times > kMax / body ? kMax : step.times * body;
     }
     n = k > kMax - n ? kMax : n + k;
@@ -104,6 +108,8 @@ uint64_t Scenario::MaxAllReduceBytes() const {
   return max_bytes;
 }
 
-int64_t Scenario::ExpandedStepCount() const { return CountSteps(steps); }
+int64_t Scenario::ExpandedStepCount() const { return CountSteps(steps, false); }
+
+int64_t Scenario::ExpandedWork() const { return CountSteps(steps, true); }
 
 }  // namespace dmalab

@@ -143,6 +143,10 @@ struct Scenario {
   uint64_t MaxAllReduceBytes() const;
   // Number of steps a replay executes, repeats expanded; INT64_MAX when it does not fit.
   int64_t ExpandedStepCount() const;
+  // The work of a replay, what bounds it (ReplayOptions::max_steps): the expanded step count
+  // with every repeat iteration counting as at least one step, so that repeats around an empty
+  // body count the product of their counts; INT64_MAX when it does not fit.
+  int64_t ExpandedWork() const;
 };
 
 }  // namespace dmalab

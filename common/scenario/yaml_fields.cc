@@ -21,8 +21,37 @@ namespace dmalab {
 namespace {
 
 // What a number within `bound` reads as in errors.
-std::string_view NumberAllowed(YamlFields::Bound bound) {
-  return bound == YamlFields::Bound::kPositive ? "a number > 0" : "a number >= 0";
+std::string NumberAllowed(YamlFields::Bound bound) {
+  switch (bound) {
+    case YamlFields::Bound::kPositive:
+      return "a number > 0";
+    case YamlFields::Bound::kNonNegative:
+      return "a number >= 0";
+    case YamlFields::Bound::kRate:
+      return absl::StrFormat("a rate in %g..%.0f GB/s", YamlFields::kMinRateGbps,
+                             YamlFields::kMaxRateGbps);
+    case YamlFields::Bound::kTime:
+      return absl::StrFormat("a time in 0..%.0f us", YamlFields::kMaxTimeUs);
+    case YamlFields::Bound::kFraction:
+      return absl::StrFormat("a fraction in %g..1", YamlFields::kMinFraction);
+  }
+  return "a number";
+}
+
+bool Within(double v, YamlFields::Bound bound) {
+  switch (bound) {
+    case YamlFields::Bound::kPositive:
+      return v > 0;
+    case YamlFields::Bound::kNonNegative:
+      return v >= 0;
+    case YamlFields::Bound::kRate:
+      return v >= YamlFields::kMinRateGbps && v <= YamlFields::kMaxRateGbps;
+    case YamlFields::Bound::kTime:
+      return v >= 0 && v <= YamlFields::kMaxTimeUs;
+    case YamlFields::Bound::kFraction:
+      return v >= YamlFields::kMinFraction && v <= 1;
+  }
+  return false;
 }
 
 // Checks the node graph before it is read: an alias makes a node appear again wherever it is
@@ -299,7 +328,7 @@ absl::StatusOr<double> YamlFields::Number(const YAML::Node& node, std::string_vi
                                           Bound bound) const {
   double v = 0;
   if (!node.IsScalar() || !absl::SimpleAtod(node.Scalar(), &v) || !std::isfinite(v) ||
-      (bound == Bound::kPositive ? v <= 0 : v < 0)) {
+      !Within(v, bound)) {
     return Error(node, path, Describe(node), NumberAllowed(bound));
   }
   return v;
@@ -312,10 +341,17 @@ absl::StatusOr<double> YamlFields::RequiredNumber(const YAML::Node& map, std::st
 }
 
 absl::StatusOr<double> YamlFields::OptionalNumber(const YAML::Node& map, std::string_view path,
-                                                  std::string_view key) const {
+                                                  std::string_view key, Bound bound) const {
   const std::optional<YAML::Node> node = Optional(map, key);
   if (!node.has_value()) return 0.0;
-  return Number(*node, FieldPath(path, key), Bound::kNonNegative);
+  double v = 0;
+  if (node->IsScalar() && absl::SimpleAtod(node->Scalar(), &v) && v == 0) return 0.0;
+  absl::StatusOr<double> number = Number(*node, FieldPath(path, key), bound);
+  if (!number.ok() && bound != Bound::kNonNegative) {
+    return Error(*node, FieldPath(path, key), Describe(*node),
+                 absl::StrCat("0 (none) or ", NumberAllowed(bound)));
+  }
+  return number;
 }
 
 absl::Status YamlFields::CheckList(const YAML::Node& node, std::string_view path,

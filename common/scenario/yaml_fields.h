@@ -77,18 +77,26 @@ class YamlFields {
   absl::StatusOr<double> Double(const YAML::Node& node, std::string_view path) const;
   absl::StatusOr<bool> Bool(const YAML::Node& node, std::string_view path) const;
 
-  // The least value a number field takes: kPositive ("a number > 0" in errors) for rates and
-  // sizes, kNonNegative ("a number >= 0") for costs that may be nothing.
-  enum class Bound { kPositive, kNonNegative };
+  // The values a number field takes. kPositive ("a number > 0" in errors) and kNonNegative
+  // ("a number >= 0") bound one side. The physical kinds bound both, so that what a model
+  // computes from them stays finite and its loops end (a rate of 5e-324 GB/s made the timing
+  // model loop forever, 1e308 gave infinite bandwidths): kRate, GB/s in [kMinRateGbps,
+  // kMaxRateGbps]; kTime, us in [0, kMaxTimeUs]; kFraction, in [kMinFraction, 1].
+  enum class Bound { kPositive, kNonNegative, kRate, kTime, kFraction };
+  static constexpr double kMinRateGbps = 1e-3;  // 1 MB/s
+  static constexpr double kMaxRateGbps = 1e6;   // 1 PB/s
+  static constexpr double kMaxTimeUs = 1e6;     // 1 s
+  static constexpr double kMinFraction = 1e-3;
   // A finite number within `bound`.
   absl::StatusOr<double> Number(const YAML::Node& node, std::string_view path, Bound bound) const;
   // Required field `key` of a checked map, read by Number.
   absl::StatusOr<double> RequiredNumber(const YAML::Node& map, std::string_view path,
                                         std::string_view key, Bound bound) const;
-  // Optional field `key` of a checked map, a number >= 0; 0 when absent, for fields whose 0
-  // means "none" or "unlimited".
+  // Optional field `key` of a checked map, for fields whose 0 means "none" or "unlimited": 0 when
+  // absent or 0, else a number within `bound`.
   absl::StatusOr<double> OptionalNumber(const YAML::Node& map, std::string_view path,
-                                        std::string_view key) const;
+                                        std::string_view key,
+                                        Bound bound = Bound::kNonNegative) const;
 
   // Checks that `node` is a list; its items are the caller's to read.
   absl::Status CheckList(const YAML::Node& node, std::string_view path,

@@ -18,6 +18,7 @@ try:
         MemRef,
         load_scenario,
         parse_scenario,
+        check_replay_work,
         fill_key,
         fill_step_seed,
         fill_into,

@@ -53,7 +53,8 @@ ReplayFindingKind FindingKindArg(const std::string& name) {
         ReplayFindingKind::kRankInconsistent, ReplayFindingKind::kExpectEqual,
         ReplayFindingKind::kWrongSum, ReplayFindingKind::kFreeFailed,
         ReplayFindingKind::kDeviceError, ReplayFindingKind::kDeviceChecker,
-        ReplayFindingKind::kCollectiveError}) {
+        ReplayFindingKind::kCollectiveError, ReplayFindingKind::kCollectiveCrash,
+        ReplayFindingKind::kCollectiveHang}) {
     if (ReplayFindingKindName(k) == name) return k;
   }
   throw py::value_error("finding kind '" + name + "' is not one of the replay's kinds");
@@ -164,6 +165,7 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("steps", &Scenario::steps)
       .def_readonly("expect", &Scenario::expect)
       .def("expanded_step_count", &Scenario::ExpandedStepCount)
+      .def("expanded_work", &Scenario::ExpandedWork)
       .def("max_all_reduce_bytes", &Scenario::MaxAllReduceBytes);
 
   m.def(
@@ -185,6 +187,13 @@ PYBIND11_MODULE(_core, m) {
       py::arg("yaml"), py::arg("file_name"));
 
   // Fills (common/scenario/fill.h).
+  m.def(
+      "check_replay_work",
+      [](const Scenario& s) {
+        if (absl::Status st = CheckReplayWork(s); !st.ok()) RaiseScenarioError(st);
+      },
+      "Raises ScenarioError when the scenario's work exceeds what one replay may do (dmalab "
+      "replay's bound, repeats around an empty body included).");
   m.def("fill_step_seed", [](uint64_t step_seed, const std::vector<int64_t>& iterations) {
     return FillStepSeed(step_seed, iterations);
   });

@@ -48,7 +48,7 @@ done
 
 # --- bad input and usage: exit 2, naming the flag, the value and what is allowed ---------------
 scenario=tests/cli/live_at_end.yaml
-expect_exit 2 "flag '--gpus=2' means nothing to zoo; its flags: --help, --seeds, --fidelity, --root, --collective, --json, --quiet" -- zoo --gpus=2
+expect_exit 2 "flag '--gpus=2' means nothing to zoo; its flags: --help, --seeds, --fidelity, --root, --timeout, --collective, --collective-options, --json, --quiet" -- zoo --gpus=2
 expect_exit 2 "flag '--topology=x' means nothing to plan" -- plan --topology=x
 expect_exit 2 "flag '--ranks=2' means nothing to replay" -- replay "$scenario" --ranks=2
 expect_exit 2 "flag '--no-such-flag' means nothing to demo" -- demo --no-such-flag

@@ -23,7 +23,7 @@ expect() {
 printf 'world: 4\ntensors: {x: [64]}\nsteps: &s\n  - repeat: {times: 2, steps: *s}\n' > "$tmp/c.yaml"
 expect 2 "dmalab replay: $tmp/c.yaml:4:13: field 'steps[0].repeat.steps': found an alias to a list or map that contains the alias (a cycle), allowed aliases to nodes outside themselves" replay "$tmp/c.yaml"
 # 11. 10^18 steps: refused before running.
-expect 2 "dmalab replay: tests/fuzz/corpus_loader/huge_repeat.yaml: found 1000000000000000001 steps with repeats expanded, allowed at most 10000000 steps in one replay (ReplayOptions::max_steps; reduce the repeat counts)" replay tests/fuzz/corpus_loader/huge_repeat.yaml
+expect 2 "dmalab replay: tests/fuzz/corpus_loader/huge_repeat.yaml: found 1000000000000000001 steps with repeats expanded (every repeat iteration counting as one step at least), allowed at most 10000000 steps in one replay (ReplayOptions::max_steps; reduce the repeat counts)" replay tests/fuzz/corpus_loader/huge_repeat.yaml
 # 12. An endless input, and 13. a directory.
 expect 2 "dmalab replay: /dev/zero: found more than 4194304 bytes, allowed a scenario file of at most 4194304 bytes" replay /dev/zero
 expect 2 "dmalab replay: $tmp: is a directory, allowed a scenario file" replay "$tmp"
@@ -32,18 +32,18 @@ printf 'world: 4\ntensors: {x: [1099511627776]}\nsteps:\n  - fill: {tensor: x}\n
 timeout 60 "$dmalab" replay "$tmp/big.yaml" > /dev/null 2> "$tmp/err.txt"
 [[ $? -eq 2 ]] || fail "an 8 TiB replay must exit 2"
 # 4 x 2 TiB of live tensors, no all-reduce workspace, two 2 TiB read buffers on the host.
-grep -q "^dmalab replay: $tmp/big.yaml: the replay needs 13194139533312 bytes (12288.0 GiB: 4 ranks x (2199023255552 bytes of live tensors at the peak + 0 of all-reduce workspace) + 4398046511104 on the host for retained snapshots and buffers), more than the limit of [0-9]* bytes (.* GiB)$" "$tmp/err.txt" ||
+grep -q "^dmalab replay: $tmp/big.yaml: the replay needs 13194139533312 bytes (12288.0 GiB: 4 ranks x (2199023255552 bytes of live tensors at the peak + 0 of all-reduce workspace) + 4398046511104 on the host for retained snapshots and buffers), more than the limit of [0-9]* bytes (.* GiB: .*)$" "$tmp/err.txt" ||
   fail "memory message: $(cat "$tmp/err.txt")"
 # demo: sizes past its per-rank cap are usage errors; 16 ranks at the cap need about 39.5 GiB,
 # refused before allocating where less is available.
 timeout 60 "$dmalab" demo -b 1G -e 4G > /dev/null 2> "$tmp/err.txt"
 [[ $? -eq 2 ]] && grep -q "^dmalab demo: -b/--minbytes: size '1G' is 1 GiB; allowed: 1 B to 256 MiB$" "$tmp/err.txt" ||
   fail "demo -b 1G: $(cat "$tmp/err.txt")"
-available=$(awk '/^MemAvailable:/ {print $2 * 1024}' /proc/meminfo)
+available=$(awk '/^MemAvailable:/ {printf "%d", $2 * 1024}' /proc/meminfo)
 if [[ -n "$available" ]] && ((available < 42412900352)); then
   timeout 60 "$dmalab" demo --ranks=16 -b 256M -e 256M > /dev/null 2> "$tmp/err.txt"
   [[ $? -eq 2 ]] || fail "demo --ranks=16 -e 256M must exit 2 with $available bytes available"
-  grep -q '^dmalab demo: the largest size (-e 256 MiB) needs about [0-9]* bytes (.* GiB) of memory, more than the [0-9]* bytes (.* GiB) available; use a smaller -e or fewer --ranks$' "$tmp/err.txt" ||
+  grep -q '^dmalab demo: the largest size (-e 256 MiB) needs about [0-9]* bytes (.* GiB) of memory, more than the [0-9]* bytes (.* GiB) available (.*); use a smaller -e or fewer --ranks$' "$tmp/err.txt" ||
     fail "demo memory message: $(cat "$tmp/err.txt")"
 fi
 
@@ -90,24 +90,25 @@ r = json.loads(raw.decode('utf-8'))  # strict: raises on invalid UTF-8
 assert r['all_reduces'][0]['step'].startswith("all_reduce 'caf\u00e9 \ufffd' at "), r['all_reduces'][0]['step']
 PY
 # 5. A very slow link: the timing model finishes (it never returned at peer rates <= 2e-4 GB/s)
-# at the analytic ring time, 2 (W-1)/W * 131072 B / (1e-4 GB/s) = 1966080 us, plus 6 hops of
-# 1 us latency.
+# at the analytic ring time. Files may state rates down to 1e-3 GB/s (issue 25, item 5; the
+# slower ones are checked in TimingModelTest): 2 (W-1)/W * 131072 B / (1e-3 GB/s) = 196608 us,
+# plus 6 hops of 1 us latency.
 cat > "$tmp/slow.yaml" <<'YAML'
 name: slow_ring
 gpus: 4
 copy_engines: 2
 memory_gbps: 1000000
-port_gbps: 1e-4
+port_gbps: 1e-3
 links:
   local: {gbps: 100000, latency_us: 0}
-  peer: {gbps: 1e-4, latency_us: 1}
+  peer: {gbps: 1e-3, latency_us: 1}
 kernel: {launch_us: 0, overhead_us: 0, reduce_gbps: 100000}
 flag: {latency_us: 0}
 host: {copy_us: 0, event_us: 0}
 YAML
 timeout 60 "$dmalab" sweep --backend=sim --topology="$tmp/slow.yaml" --ranks=4 -b 128K -e 128K \
   -n 1 -w 0 > "$tmp/sweep.txt" 2>&1 || fail "slow-link sweep: exit $?: $(cat "$tmp/sweep.txt")"
-grep -Eq '^ +131072 +65536 +bfloat16 +sum +-1 +1966086 ' "$tmp/sweep.txt" ||
+grep -Eq '^ +131072 +65536 +bfloat16 +sum +-1 +196614 ' "$tmp/sweep.txt" ||
   fail "slow-link time: $(cat "$tmp/sweep.txt")"
 
 echo "hardening_cli_test: all cases passed"

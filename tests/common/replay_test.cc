@@ -204,8 +204,9 @@ TEST(ReplayTest, WorkBeyondTheStepBoundIsRefusedBeforeRunning) {
   auto report = Replay(*scenario, &device, ReplayOptions{});
   EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(report.status().message(),
-            "t.yaml: found 1000000000000000001 steps with repeats expanded, allowed at most "
-            "10000000 steps in one replay (ReplayOptions::max_steps; reduce the repeat counts)");
+            "t.yaml: found 1000000000000000001 steps with repeats expanded (every repeat "
+            "iteration counting as one step at least), allowed at most 10000000 steps in one "
+            "replay (ReplayOptions::max_steps; reduce the repeat counts)");
   EXPECT_EQ(device.ops_executed(), 0);
   // One more level: 10^24 steps saturate the count.
   auto deeper = ParseScenario(
@@ -217,8 +218,45 @@ TEST(ReplayTest, WorkBeyondTheStepBoundIsRefusedBeforeRunning) {
   ReplayOptions options;
   options.max_steps = 5;
   EXPECT_EQ(Replay(*deeper, &device, options).status().message(),
-            "t.yaml: found more than 2^63 steps with repeats expanded, allowed at most 5 steps in "
-            "one replay (ReplayOptions::max_steps; reduce the repeat counts)");
+            "t.yaml: found more than 2^63 steps with repeats expanded (every repeat iteration "
+            "counting as one step at least), allowed at most 5 steps in one replay "
+            "(ReplayOptions::max_steps; reduce the repeat counts)");
+}
+
+// Issue 25, item 4: the bound counts work, not listed steps. Three repeats of 10^6 around an
+// empty body list no step at all but loop 10^18 times: refused before running, like any other
+// work past the bound.
+TEST(ReplayTest, NestedRepeatsAroundAnEmptyBodyCountTheProductOfTheirCounts) {
+  auto scenario = ParseScenario(
+      "world: 2\ntensors: {x: [64]}\nsteps:\n  - fill: {tensor: x}\n"
+      "  - repeat: {times: 1000000, steps: [{repeat: {times: 1000000, steps: [{repeat: {times: "
+      "1000000, steps: []}}]}}]}\n",
+      "t.yaml");
+  ASSERT_TRUE(scenario.ok()) << scenario.status();
+  EXPECT_EQ(scenario->ExpandedStepCount(), 1);
+  EXPECT_EQ(scenario->ExpandedWork(), 1000000000000000001);
+  SimDevice device(2, 1);
+  auto report = Replay(*scenario, &device, ReplayOptions{});
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(report.status().message(),
+            "t.yaml: found 1000000000000000001 steps with repeats expanded (every repeat "
+            "iteration counting as one step at least), allowed at most 10000000 steps in one "
+            "replay (ReplayOptions::max_steps; reduce the repeat counts)");
+  EXPECT_EQ(device.ops_executed(), 0);
+  // Within the bound an empty body costs its iterations: 3 x 4 of them, one fill.
+  auto small = ParseScenario(
+      "world: 2\ntensors: {x: [64]}\nsteps:\n  - fill: {tensor: x}\n"
+      "  - repeat: {times: 3, steps: [{repeat: {times: 4, steps: []}}]}\n",
+      "t.yaml");
+  ASSERT_TRUE(small.ok()) << small.status();
+  EXPECT_EQ(small->ExpandedWork(), 13);
+  ReplayOptions options;
+  options.max_steps = 12;
+  EXPECT_EQ(Replay(*small, &device, options).status().code(), absl::StatusCode::kInvalidArgument);
+  options.max_steps = 13;
+  auto ran = Replay(*small, &device, options);
+  ASSERT_TRUE(ran.ok()) << ran.status();
+  EXPECT_EQ(ran->steps_executed, 1);
 }
 
 TEST(ReplayTest, ProgressCountsEveryStepOfTheExpandedTotal) {

@@ -158,7 +158,7 @@ int64_t ReplayFuzzScenario(const FuzzScenario& fs) {
     // budget of work and memory.
     uint64_t bytes = 0;
     for (const auto& [name, t] : scenario->tensors) bytes += t.bytes();
-    if (scenario->ExpandedStepCount() > kMaxTextSteps || bytes > kMaxTextBytes / scenario->world) {
+    if (scenario->ExpandedWork() > kMaxTextSteps || bytes > kMaxTextBytes / scenario->world) {
       return -1;
     }
   }

@@ -12,6 +12,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   absl::StatusOr<dmalab::Scenario> s = dmalab::ParseScenario(text, "fuzz.yaml");
   if (s.ok()) {
     (void)s->ExpandedStepCount();
+    (void)s->ExpandedWork();
     (void)s->MaxAllReduceBytes();
   }
   return 0;

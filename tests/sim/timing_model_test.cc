@@ -329,22 +329,24 @@ host: {copy_us: 0, event_us: 0}
 // Found by a reliability probe (the model never returned): at peer rates of 2e-4 GB/s and below
 // a transfer's end time, late in the run, rounded back to the current time, so the transfer
 // kept a sliver of bytes that never moved. The flow that defines the next end now ends then.
+// Rates this slow are below what a topology file may state (issue 25, item 5: at least
+// 1e-3 GB/s), so the model is given them directly.
 TEST(TimingModelTest, VerySlowLinksStillFinishAtTheAnalyticRingTime) {
   for (const char* gbps : {"2e-4", "1e-4", "1e-6"}) {
-    const Topology topo = Parse(absl::StrFormat(R"(name: slow_ring
+    Topology topo = Parse(R"(name: slow_ring
 gpus: 4
 copy_engines: 2
 memory_gbps: 1000000
-port_gbps: %s
+port_gbps: 1
 links:
   local: {gbps: 100000, latency_us: 0}
-  peer: {gbps: %s, latency_us: 1}
+  peer: {gbps: 1, latency_us: 1}
 kernel: {launch_us: 0, overhead_us: 0, reduce_gbps: 100000}
 flag: {latency_us: 0}
 host: {copy_us: 0, event_us: 0}
-)",
-                                                gbps, gbps));
+)");
     const double rate = std::stod(gbps);
+    topo.port_gbps = topo.peer.gbps = rate;
     const int64_t elems = 1 << 16;  // 128 KiB of bf16
     absl::StatusOr<double> us =
         PredictAllReduceUs(topo, 4, elems, DType::kBF16, WireMode::kNative, 2);

@@ -56,7 +56,8 @@ TEST(TopologyTest, CodecRateIsOptionalAndNonNegative) {
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_DOUBLE_EQ(t->codec_gbps, 120);
   EXPECT_EQ(ErrorWith("reduce_gbps: 500}", "reduce_gbps: 500, codec_gbps: -1}"),
-            "t.yaml:13:70: field 'kernel.codec_gbps': found '-1', allowed a number >= 0");
+            "t.yaml:13:70: field 'kernel.codec_gbps': found '-1', allowed 0 (none) or a rate in "
+            "0.001..1000000 GB/s");
 }
 
 TEST(TopologyTest, TheGpusCodecRateIsOptionalAndOnlyBesideTheKernelsOwn) {
@@ -89,7 +90,8 @@ TEST(TopologyTest, TheGpusCodecRateIsOptionalAndOnlyBesideTheKernelsOwn) {
             "t.yaml:13:74: field 'kernel.codec_gpu_gbps': found '200', allowed it only with "
             "kernel.codec_gbps (one coded kernel's rate), which is missing");
   EXPECT_EQ(ErrorWith("reduce_gbps: 500}", "reduce_gbps: 500, codec_gbps: 1, codec_gpu_gbps: -2}"),
-            "t.yaml:13:89: field 'kernel.codec_gpu_gbps': found '-2', allowed a number >= 0");
+            "t.yaml:13:89: field 'kernel.codec_gpu_gbps': found '-2', allowed 0 (none) or a rate "
+            "in 0.001..1000000 GB/s");
 }
 
 TEST(TopologyTest, RouteClimbsTurnsInTheLowestCommonNodeAndDescends) {
@@ -145,11 +147,54 @@ TEST(TopologyTest, NameMustNotBeEmpty) {
 
 TEST(TopologyTest, BadNumberIsLocatedAtTheValue) {
   EXPECT_EQ(ErrorWith("memory_gbps: 1000", "memory_gbps: fast"),
-            "t.yaml:4:14: field 'memory_gbps': found 'fast', allowed a number > 0");
+            "t.yaml:4:14: field 'memory_gbps': found 'fast', allowed a rate in 0.001..1000000 "
+            "GB/s");
   EXPECT_EQ(ErrorWith("latency_us: 5}", "latency_us: -5}"),
-            "t.yaml:7:32: field 'links.peer.latency_us': found '-5', allowed a number >= 0");
+            "t.yaml:7:32: field 'links.peer.latency_us': found '-5', allowed a time in "
+            "0..1000000 us");
   EXPECT_EQ(ErrorWith("gpus: 4", "gpus: 0"),
             "t.yaml:2:7: field 'gpus': found 0, allowed an integer in 1..64");
+}
+
+// Issue 25, item 5: a rate of 5e-324 GB/s made the timing model loop forever, 1e308 gave
+// infinite or NaN times that still passed. Every rate, cost and efficiency must be physically
+// meaningful, each refused at its place.
+TEST(TopologyTest, ValuesOutsidePhysicalRangesAreLocatedErrors) {
+  const std::string rate = "allowed a rate in 0.001..1000000 GB/s";
+  const std::string time = "allowed a time in 0..1000000 us";
+  EXPECT_EQ(ErrorWith("memory_gbps: 1000", "memory_gbps: 5e-324"),
+            "t.yaml:4:14: field 'memory_gbps': found '5e-324', " + rate);
+  EXPECT_EQ(ErrorWith("memory_gbps: 1000", "memory_gbps: 1e308"),
+            "t.yaml:4:14: field 'memory_gbps': found '1e308', " + rate);
+  EXPECT_EQ(ErrorWith("memory_gbps: 1000", "memory_gbps: 1.1e6"),
+            "t.yaml:4:14: field 'memory_gbps': found '1.1e6', " + rate);
+  EXPECT_EQ(ErrorWith("memory_gbps: 1000", "memory_gbps: 0.0009"),
+            "t.yaml:4:14: field 'memory_gbps': found '0.0009', " + rate);
+  EXPECT_EQ(ErrorWith("peer: {gbps: 50,", "peer: {gbps: 1e-320,"),
+            "t.yaml:7:16: field 'links.peer.gbps': found '1e-320', " + rate);
+  EXPECT_EQ(ErrorWith("latency_us: 5}", "latency_us: 1e7}"),
+            "t.yaml:7:32: field 'links.peer.latency_us': found '1e7', " + time);
+  EXPECT_EQ(ErrorWith("{name: sw1, parent: rc, gbps: 50}", "{name: sw1, parent: rc, gbps: 1e9}"),
+            "t.yaml:10:35: field 'uplinks[1].gbps': found '1e9', " + rate);
+  EXPECT_EQ(ErrorWith("fabric_gbps: 80", "fabric_gbps: 4e-324"),
+            "t.yaml:11:29: field 'uplinks[2].fabric_gbps': found '4e-324', allowed 0 (none) or a "
+            "rate in 0.001..1000000 GB/s");
+  EXPECT_EQ(ErrorWith("overhead_us: 3", "overhead_us: 2e6"),
+            "t.yaml:13:37: field 'kernel.overhead_us': found '2e6', " + time);
+  EXPECT_EQ(ErrorWith("reduce_gbps: 500", "reduce_gbps: 1e300"),
+            "t.yaml:13:53: field 'kernel.reduce_gbps': found '1e300', " + rate);
+  EXPECT_EQ(ErrorWith("latency_us: 1.5", "latency_us: 1e100"),
+            "t.yaml:14:20: field 'flag.latency_us': found '1e100', " + time);
+  EXPECT_EQ(ErrorWith("event_us: 1}", "event_us: 1e9}"),
+            "t.yaml:15:30: field 'host.event_us': found '1e9', " + time);
+  EXPECT_EQ(ErrorWith("local: {gbps: 500, latency_us: 2}",
+                      "local: {gbps: 500, latency_us: 2, efficiency: [[4096, 1e-300]]}"),
+            "t.yaml:6:57: field 'links.local.efficiency[0][1]': found '1e-300', allowed a "
+            "fraction in 0.001..1");
+  // The bounds themselves, and 0 for an optional rate (none), are allowed.
+  EXPECT_EQ(ErrorWith("memory_gbps: 1000", "memory_gbps: 1e6\nport_gbps: 0"), "parsed");
+  EXPECT_EQ(ErrorWith("peer: {gbps: 50, latency_us: 5}", "peer: {gbps: 0.001, latency_us: 1e6}"),
+            "parsed");
 }
 
 TEST(TopologyTest, MissingFieldIsLocatedAtItsMap) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tools/output_file.h"
 
 namespace dmalab {
 namespace {
@@ -38,9 +39,12 @@ TEST(NpyTest, TooManyDimensionsIsAClearError) {
 }
 
 TEST(NpyTest, WriteErrorsNameThePathAndTheReason) {
+  // A dump file replaces a file or a link at its path, never a device (issue 25, item 8).
   const absl::Status full = WriteNpy("/dev/full", DType::kFP32, {16}, std::vector<uint8_t>(64, 0));
-  EXPECT_EQ(full.code(), absl::StatusCode::kDataLoss);
-  EXPECT_EQ(full.message(), "dump: cannot write '/dev/full': No space left on device");
+  EXPECT_EQ(full.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(full.message(),
+            "dump: cannot write '/dev/full': a character device is in the way (a file or a link "
+            "there would be replaced)");
   const absl::Status missing =
       WriteNpy("/nonexistent/x.npy", DType::kFP32, {16}, std::vector<uint8_t>(64, 0));
   EXPECT_EQ(missing.message(),

@@ -220,9 +220,10 @@ class BadInputTest(unittest.TestCase):
                               (["check", SMALL], "the following arguments are required: "
                                "--collective"),
                               (["check", SMALL, f"--collective={FIX}", "--timeout=abc"],
-                               "argument --timeout: invalid float value: 'abc'"),
+                               "argument --timeout: value 'abc' is not a number of seconds"),
                               (["check", SMALL, f"--collective={FIX}", "--timeout=0"],
-                               "--timeout is 0.0; must be > 0 seconds")):
+                               "argument --timeout: value '0' is not a number of seconds more "
+                               "than 0 and at most 86400")):
             code, out, err = run([sys.executable, "-m", "dmalab.torch", *args])
             self.assertEqual((code, out), (2, ""), args)
             self.assertIn(message, err)

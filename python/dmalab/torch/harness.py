@@ -9,11 +9,14 @@ progress within the step timeout is reported as hung; either way every worker is
 report ends FAIL (exit 1), within about timeout + grace seconds of the stall.
 """
 
+import ctypes
 import datetime
-import importlib
+import functools
 import json
+import math
 import os
 import selectors
+import signal
 import subprocess
 import sys
 import time
@@ -21,25 +24,55 @@ import time
 import dmalab
 
 MAX_FINDINGS = 64  # as ReplayOptions::max_findings
+MAX_TIMEOUT = 86400.0  # seconds, as `dmalab replay --timeout`
+
+
+def timeout_error(timeout):
+    """None when `timeout` is a number of seconds the harness can wait; the reason otherwise."""
+    if not isinstance(timeout, (int, float)) or not math.isfinite(timeout) or \
+            not 0 < timeout <= MAX_TIMEOUT:
+        return (f"--timeout is {timeout}; allowed a number of seconds more than 0 and at most "
+                f"{MAX_TIMEOUT:g}")
+    return None
 
 
 def _check_spec(spec):
-    """None when module:factory names a callable; the reason otherwise."""
+    """None when spec reads module:factory; the reason otherwise. The module is imported by the
+    workers only, under the step timeout: importing user code here could hang the check."""
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         return (f"--collective is '{spec}'; allowed module:factory, "
                 "e.g. examples.torch.persistent_workspace:make")
-    try:
-        obj = importlib.import_module(module_name)
-    except Exception as e:  # noqa: BLE001 - any import failure is bad input
-        return f"--collective {spec}: cannot import module '{module_name}': {type(e).__name__}: {e}"
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            return f"--collective {spec}: module '{module_name}' has no attribute '{attr}'"
-        obj = getattr(obj, part)
-    if not callable(obj):
-        return f"--collective {spec}: '{attr}' is not callable"
     return None
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with(parent):
+    """In a worker, before it runs: killed when the harness dies (even by SIGKILL), and gone at
+    once when the harness died before this ran."""
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(3)
+
+
+def _end_worker(proc):
+    """Kills a worker's process group (the worker and whatever the collective forked) and reaps
+    the worker. The group is killed first: until the worker is reaped its number stays taken."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+
+
+def _exit_status(proc):
+    """A worker's exit status once it has exited, without reaping it (see _end_worker)."""
+    info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+    if info.si_code == os.CLD_EXITED:
+        return info.si_status
+    return -info.si_status  # killed by a signal, as Popen.returncode says it
 
 
 class _Rank:
@@ -95,12 +128,14 @@ def run_check(scenario_path, collective, device="cpu", json_path=None, timeout=3
 
     try:
         scenario = dmalab.load_scenario(scenario_path)
+        dmalab.check_replay_work(scenario)  # as dmalab replay refuses it, before any worker
     except dmalab.ScenarioError as e:
         return bad(str(e))
     if device not in ("cpu", "cuda"):
         return bad(f"--device is '{device}'; allowed cpu, cuda")
-    if not timeout > 0:
-        return bad(f"--timeout is {timeout}; must be > 0 seconds")
+    reason = timeout_error(timeout)
+    if reason:
+        return bad(reason)
     if device == "cuda":
         import torch
         if not torch.cuda.is_available():
@@ -128,18 +163,19 @@ def run_check(scenario_path, collective, device="cpu", json_path=None, timeout=3
             cfg = {"rank": rank, "world": world, "port": port, "scenario": scenario_path,
                    "collective": collective, "device": device, "timeout": timeout,
                    "startup": startup, "report_fd": w_fd}
+            # A process group of its own (what the collective forks is ended with it) and a
+            # parent-death signal (it dies with the harness).
             proc = subprocess.Popen(
                 [sys.executable, "-m", "dmalab.torch.worker", json.dumps(cfg)],
-                stdin=subprocess.PIPE, pass_fds=(w_fd,), env=env)
+                stdin=subprocess.PIPE, pass_fds=(w_fd,), env=env, process_group=0,
+                preexec_fn=functools.partial(_die_with, os.getpid()))
             os.close(w_fd)
             ranks.append(_Rank(proc, r_fd))
         return _follow(scenario, collective, device, ranks, timeout, max(timeout, startup), grace,
                        json_path, stdout, stderr)
     finally:
         for r in ranks:
-            if r.proc.poll() is None:
-                r.proc.kill()
-            r.proc.wait()
+            _end_worker(r.proc)
             if r.proc.stdin:
                 r.proc.stdin.close()
             if not r.closed:
@@ -215,7 +251,7 @@ def _follow(scenario, collective, device, ranks, timeout, startup, grace, json_p
                 os.close(r.fd)
                 r.closed = True
                 if not r.ended and r.error is None:
-                    code = r.proc.wait()
+                    code = _exit_status(r.proc)
                     r.error = {"type": "exit", "i": r.step, "text": r.text,
                                "message": f"the process exited with status {code}",
                                "traceback": ""}
@@ -227,8 +263,11 @@ def _follow(scenario, collective, device, ranks, timeout, startup, grace, json_p
                 line, r.buf = r.buf.split(b"\n", 1)
                 handle(i, json.loads(line))
     for r in ranks:
-        if r.proc.poll() is None and not r.ended:
-            r.proc.kill()
+        if not r.ended:
+            try:
+                os.killpg(r.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
     if bad_input is not None:
         print(f"dmalab.torch check: {bad_input}", file=stderr)
@@ -283,13 +322,19 @@ def _follow(scenario, collective, device, ranks, timeout, startup, grace, json_p
     if summary:
         for k, v in summary.items():
             setattr(report, k, v)
-    stdout.write(dmalab.format_report_text(report))
+    text = dmalab.format_report_text(report)
     diffs = dmalab.compare_with_expectation(scenario, report)
     if diffs is not None:
-        stdout.write(f"expectation: {'met' if not diffs else 'NOT met'}\n")
-        for d in diffs:
-            stdout.write(f"  {d}\n")
-    stdout.flush()
+        text += f"expectation: {'met' if not diffs else 'NOT met'}\n"
+        text += "".join(f"  {d}\n" for d in diffs)
+    # A report that cannot be written (a full disk, a reader gone) is exit 2 with the reason,
+    # after the JSON is written.
+    stdout_error = None
+    try:
+        stdout.write(text)
+        stdout.flush()
+    except OSError as e:
+        stdout_error = e
     if json_path:
         try:
             with open(json_path, "w") as out:
@@ -297,4 +342,8 @@ def _follow(scenario, collective, device, ranks, timeout, startup, grace, json_p
         except OSError as e:
             print(f"dmalab.torch check: --json: cannot write '{json_path}': {e}", file=stderr)
             return 2
+    if stdout_error is not None:
+        print(f"dmalab.torch check: cannot write the report to stdout: {stdout_error}",
+              file=stderr)
+        return 2
     return 0 if report.passed else 1

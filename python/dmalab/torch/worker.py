@@ -112,6 +112,7 @@ class Worker:
             torch.cuda.set_device(self.device)
         else:
             self.device = torch.device("cpu")
+        self.send({"ev": "phase", "phase": "importing the collective's module"})  # under --timeout
         factory = resolve_factory(self.cfg["collective"])
         self.send({"ev": "phase", "phase": "the collective's factory"})
         try:
