@@ -361,8 +361,7 @@ absl::StatusOr<ReplayReport> Replayer::RunSteps() {
   if (ar_ != nullptr) {
     // The collective's end: what it still holds now is a leak. A follower (observer) learns
     // that the collective's destroy runs now.
-    Observe({0, "end of scenario (destroying the collective)", "end of scenario", "end", 0, 0},
-            r_);
+    Observe({0, "end of scenario (destroying the collective)", "end of scenario", "end", 0, 0}, r_);
     if (absl::Status st = ar_->Close(); !st.ok() && device_failure_.ok()) {
       ReplayFinding f = NewFinding(ReplayFindingKind::kCollectiveError, 0);
       f.detail = absl::StrFormat("closing the collective failed: %s", st.message());
