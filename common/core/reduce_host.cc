@@ -133,6 +133,14 @@ absl::Status ValidateReduce(DType dtype, const Operand& dst, absl::Span<const Op
   if (absl::Status s = check(dst, "dst"); !s.ok()) return s;
   for (size_t i = 0; i < terms.size(); ++i) {
     if (absl::Status s = check(terms[i], absl::StrFormat("terms[%d]", i)); !s.ok()) return s;
+    // ReduceHost's rule, checked at enqueue so that a device never runs a reduce it cannot do.
+    if (terms[i].mem.rank == dst.mem.rank && terms[i].mem.addr == dst.mem.addr &&
+        terms[i].codec != dst.codec) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "reduce: terms[%d] aliases dst with codec %s, dst has codec %s; an aliased term must "
+          "have dst's codec",
+          i, CodecName(terms[i].codec), CodecName(dst.codec)));
+    }
   }
   return absl::OkStatus();
 }
