@@ -22,6 +22,13 @@ constexpr uint64_t kShadowKeptWriteBytes = 64 << 10;
 // Tags that keep the origins of different kinds of data apart (MakeOrigin's first value).
 enum OriginTag : uint64_t { kHostBytesTag = 1, kHostContentTag, kWordTag, kReduceTag };
 
+// Host pointer to bytes the caller writes whole before reading any, so that their fresh pages
+// need no filling (sim/sim_memory.h). Ranges were validated at enqueue.
+uint8_t* Overwritten(SimMemory& memory, const MemRef& m) {
+  absl::StatusOr<uint8_t*> p = memory.BytesToOverwrite(m.addr, m.bytes);
+  return p.ok() ? *p : nullptr;
+}
+
 }  // namespace
 
 std::string_view FidelityName(Fidelity fidelity) {
@@ -355,7 +362,7 @@ uint64_t SimDevice::LoadU64(const MemRef& m) {
 
 void SimDevice::StoreU64(const MemRef& m, uint64_t v) {
   if (fidelity_ == Fidelity::kShadow) return ShadowStoreU64(m, v);
-  std::memcpy(HostPtr(m), &v, 8);
+  std::memcpy(Overwritten(memory_[m.rank], m), &v, 8);
 }
 
 void SimDevice::ShadowStoreU64(const MemRef& m, uint64_t v) {
@@ -545,7 +552,8 @@ void SimDevice::Execute(StreamId sid, Op& op) {
       if (fidelity_ == Fidelity::kShadow) {
         ShadowCopy(op);
       } else {
-        std::memmove(HostPtr(op.dst), HostPtr(op.src), op.dst.bytes);
+        const uint8_t* src = HostPtr(op.src);  // first: its fresh bytes are filled before dst
+        std::memmove(Overwritten(memory_[op.dst.rank], op.dst), src, op.dst.bytes);
       }
       break;
     case OpKind::kReduce: {
@@ -562,8 +570,8 @@ void SimDevice::Execute(StreamId sid, Op& op) {
       std::vector<HostOperand> terms;
       for (const Operand& t : op.terms) terms.push_back(HostOperand{HostPtr(t.mem), t.codec});
       // Arguments were validated at enqueue; the host reference cannot fail here.
-      (void)ReduceHost(op.dtype, HostPtr(op.dst_operand.mem), op.dst_operand.codec, terms,
-                       op.elems);
+      (void)ReduceHost(op.dtype, Overwritten(memory_[op.dst_operand.mem.rank], op.dst_operand.mem),
+                       op.dst_operand.codec, terms, op.elems);
       break;
     }
     case OpKind::kSignal: {
@@ -741,7 +749,7 @@ absl::Status SimDevice::Write(const MemRef& dst, absl::Span<const uint8_t> bytes
   races_.Write(dst.rank, dst.addr, dst.end(),
                dmalab::Access{kHostTimeline, host_clock_.Get(kHostTimeline), -1}, host_clock_);
   if (fidelity_ == Fidelity::kValues) {
-    std::memcpy(HostPtr(dst), bytes.data(), bytes.size());
+    std::memcpy(Overwritten(memory_[dst.rank], dst), bytes.data(), bytes.size());
     return absl::OkStatus();
   }
   // Shadow: the bytes' contents name their origin; small writes keep their words' values.
