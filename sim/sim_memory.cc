@@ -1,5 +1,7 @@
 #include "sim/sim_memory.h"
 
+#include <sys/mman.h>
+
 #include <bit>
 #include <cstring>
 #include <iterator>
@@ -158,14 +160,17 @@ absl::StatusOr<SimMemory::Segment*> SimMemory::PayloadSegment(uint64_t addr, uin
   return &std::prev(segments_.upper_bound(addr))->second;
 }
 
-void SimMemory::FillFresh(Segment& seg, uint64_t lo, uint64_t hi) {
-  if (seg.fresh_count == 0 || lo >= hi) return;
-  const uint64_t first = lo / kFreshPage, last = (hi + kFreshPage - 1) / kFreshPage;
-  // One memset per run of consecutive fresh pages.
+void SimMemory::TakeFresh(Segment& seg, uint64_t first, uint64_t last, bool fill) {
+  if (seg.fresh_count == 0 || first >= last) return;
+  // One call per run of consecutive fresh pages. The pages are populated first: one system call
+  // instead of a page fault per page where the host block was newly mapped (a no-op on a
+  // recycled one; only a speed hint, so its failure on an old kernel changes nothing).
   uint64_t run = 0, run_pages = 0;
   const auto flush = [&] {
     if (run_pages == 0) return;
-    std::memset(seg.data.data() + run * kFreshPage, kFreshByte, run_pages * kFreshPage);
+    uint8_t* at = seg.data.data() + run * kFreshPage;
+    madvise(at, run_pages * kFreshPage, MADV_POPULATE_WRITE);
+    if (fill) std::memset(at, kFreshByte, run_pages * kFreshPage);
     seg.fresh_count -= run_pages;
     run_pages = 0;
   };
@@ -189,15 +194,8 @@ void SimMemory::FillFresh(Segment& seg, uint64_t lo, uint64_t hi) {
   flush();
 }
 
-void SimMemory::ClaimFresh(Segment& seg, uint64_t first, uint64_t last) {
-  if (seg.fresh_count == 0) return;
-  for (uint64_t word = first / 64; word * 64 < last; ++word) {
-    uint64_t bits = seg.fresh[word];
-    if (word == first / 64) bits &= ~uint64_t{0} << (first % 64);
-    if ((word + 1) * 64 > last) bits &= (uint64_t{1} << (last % 64)) - 1;
-    seg.fresh[word] &= ~bits;
-    seg.fresh_count -= static_cast<uint64_t>(std::popcount(bits));
-  }
+void SimMemory::FillFresh(Segment& seg, uint64_t lo, uint64_t hi) {
+  TakeFresh(seg, lo / kFreshPage, (hi + kFreshPage - 1) / kFreshPage, /*fill=*/true);
 }
 
 absl::StatusOr<uint8_t*> SimMemory::Bytes(uint64_t addr, uint64_t bytes) {
@@ -221,7 +219,7 @@ absl::StatusOr<uint8_t*> SimMemory::BytesToOverwrite(uint64_t addr, uint64_t byt
   } else {
     FillFresh(**seg, lo, first_whole * kFreshPage);
     FillFresh(**seg, last_whole * kFreshPage, hi);
-    ClaimFresh(**seg, first_whole, last_whole);
+    TakeFresh(**seg, first_whole, last_whole, /*fill=*/false);
   }
   return (*seg)->data.data() + lo;
 }

@@ -97,10 +97,10 @@ class SimMemory {
     std::vector<uint64_t> fresh;
     uint64_t fresh_count = 0;
   };
-  // Fills the fresh pages among [lo, hi) (offsets in the segment) and marks them written.
+  // Marks the fresh pages among pages [first, last) written, filling them when `fill`.
+  static void TakeFresh(Segment& seg, uint64_t first, uint64_t last, bool fill);
+  // Fills the fresh pages among bytes [lo, hi) (offsets in the segment) and marks them written.
   static void FillFresh(Segment& seg, uint64_t lo, uint64_t hi);
-  // Marks the pages [first, last) written without filling them.
-  static void ClaimFresh(Segment& seg, uint64_t first, uint64_t last);
   // The segment holding [addr, addr + bytes) with its payload, or why there is none.
   absl::StatusOr<Segment*> PayloadSegment(uint64_t addr, uint64_t bytes);
   // "rank R holds N bytes in M segments (L bytes live in K allocations)", for errors.
