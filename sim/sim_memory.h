@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/node_hash_map.h"
 #include "absl/status/statusor.h"
 #include "common/core/tensor.h"
 #include "sim/host_block_pool.h"
@@ -121,10 +122,12 @@ class SimMemory {
   uint64_t reserved_bytes_ = 0;
   uint64_t live_bytes_ = 0;
   size_t live_count_ = 0;
-  std::map<uint64_t, Segment> segments_;            // by start address
-  std::map<uint64_t, Block> blocks_;                // by start address
-  std::set<std::pair<uint64_t, uint64_t>> free_;    // (bytes, addr), best fit
-  std::map<uint64_t, AllocationInfo> allocations_;  // by id: live, and the last freed ones
+  std::map<uint64_t, Segment> segments_;          // by start address
+  std::map<uint64_t, Block> blocks_;              // by start address
+  std::set<std::pair<uint64_t, uint64_t>> free_;  // (bytes, addr), best fit
+  // By id: live, and the last freed ones. Hashed (looked up on every access by the lifetime
+  // checker); node-based, so the pointers Find returns stay valid across inserts.
+  absl::node_hash_map<uint64_t, AllocationInfo> allocations_;
   // The freed ids whose records are kept: a ring, oldest at freed_next_ once full.
   std::vector<uint64_t> freed_ring_;
   size_t freed_next_ = 0;
