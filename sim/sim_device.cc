@@ -1,5 +1,6 @@
 #include "sim/sim_device.h"
 
+#include <bit>
 #include <cstring>
 #include <memory>
 #include <set>
@@ -28,6 +29,41 @@ uint8_t* Overwritten(SimMemory& memory, const MemRef& m) {
   absl::StatusOr<uint8_t*> p = memory.BytesToOverwrite(m.addr, m.bytes);
   return p.ok() ? *p : nullptr;
 }
+
+// A set of streams (Synchronize's bookkeeping), as bits.
+class StreamBits {
+ public:
+  explicit StreamBits(StreamId n) : n_(n), words_((n + 63) / 64, 0) {}
+  void Set(StreamId i) { words_[i / 64] |= Bit(i); }
+  void Clear(StreamId i) { words_[i / 64] &= ~Bit(i); }
+  bool Test(StreamId i) const { return (words_[i / 64] & Bit(i)) != 0; }
+  // The first member at or after `from`; n when there is none.
+  StreamId Next(StreamId from) const {
+    if (from >= n_) return n_;
+    size_t w = static_cast<size_t>(from) / 64;
+    uint64_t bits = words_[w] & (~uint64_t{0} << (from % 64));
+    while (bits == 0) {
+      if (++w == words_.size()) return n_;
+      bits = words_[w];
+    }
+    return static_cast<StreamId>(w * 64 + static_cast<size_t>(std::countr_zero(bits)));
+  }
+  // The k-th member (from 0) in stream order; k is below the number of members.
+  StreamId Nth(uint64_t k) const {
+    size_t w = 0;
+    for (; k >= static_cast<uint64_t>(std::popcount(words_[w])); ++w) {
+      k -= static_cast<uint64_t>(std::popcount(words_[w]));
+    }
+    uint64_t bits = words_[w];
+    for (; k > 0; --k) bits &= bits - 1;
+    return static_cast<StreamId>(w * 64 + static_cast<size_t>(std::countr_zero(bits)));
+  }
+
+ private:
+  static uint64_t Bit(StreamId i) { return uint64_t{1} << (i % 64); }
+  StreamId n_;
+  std::vector<uint64_t> words_;
+};
 
 }  // namespace
 
@@ -510,6 +546,8 @@ void SimDevice::CheckLifetime(int64_t op_id, const MemRef& m) {
     }
     return;
   }
+  // The usual case (inside the allocation, not freed), before anything is built for a finding.
+  if (m.addr >= a->addr && m.end() <= a->addr + a->bytes && !freed_.contains(m.alloc_id)) return;
   Finding f = NewFinding(FindingKind::kOutOfBounds, m.rank, m.addr, m.end());
   f.mem.alloc_id = a->id;  // the allocation the view was made from, live or not
   f.alloc_tag = a->tag;
@@ -637,14 +675,51 @@ std::string SimDevice::DeadlockReport() {
 
 absl::Status SimDevice::Synchronize() {
   if (absl::Status s = RefuseDuringCapture("synchronize"); !s.ok()) return s;
-  std::vector<StreamId> ready;
-  while (pending_ > 0) {
-    ready.clear();
-    for (StreamId sid = 0; sid < static_cast<StreamId>(streams_.size()); ++sid) {
-      Stream& s = streams_[sid];
-      if (!s.queue.empty() && Ready(s, s.queue.front())) ready.push_back(sid);
+  // Whether each stream's front can run is kept rather than asked of every stream at every step:
+  // the answer changes only when the front changes, when an event the front waits for is
+  // recorded, or when a write reaches the flag word the front waits on. Only then is a stream
+  // asked again, in stream order as all were, so the seed draws the same choice from the same
+  // ready streams.
+  const StreamId n = static_cast<StreamId>(streams_.size());
+  StreamBits is_ready(n), ask(n), waits_flag(n), waits_event(n);
+  for (StreamId sid = 0; sid < n; ++sid) ask.Set(sid);
+  std::vector<MemRef> flag(n);    // the word a flag-waiting front reads
+  std::vector<EventId> event(n);  // the event an event-waiting front waits for
+  uint64_t ready_count = 0;
+  const auto written = [&](const MemRef& w) {  // flag waits reading w are asked again
+    for (StreamId sid = waits_flag.Next(0); sid < n; sid = waits_flag.Next(sid + 1)) {
+      const MemRef& f = flag[sid];
+      if (f.rank == w.rank && f.addr < w.end() && w.addr < f.end()) ask.Set(sid);
     }
-    if (ready.empty()) {
+  };
+  while (pending_ > 0) {
+    // Streams asked for again during the pass are asked in it if they come later in stream
+    // order, else at the next step: as when every stream was asked in order at every step.
+    for (StreamId sid = ask.Next(0); sid < n; sid = ask.Next(sid + 1)) {
+      ask.Clear(sid);
+      Stream& s = streams_[sid];
+      ready_count -= is_ready.Test(sid);
+      is_ready.Clear(sid);
+      waits_flag.Clear(sid);
+      waits_event.Clear(sid);
+      if (s.queue.empty()) continue;
+      Op& op = s.queue.front();
+      const bool armed = op.wait_armed;
+      if (Ready(s, op)) {
+        is_ready.Set(sid);
+        ++ready_count;
+      }
+      if (op.kind == OpKind::kWaitFlag || op.kind == OpKind::kWaitValue) {
+        waits_flag.Set(sid);
+        flag[sid] = op.src;
+      }
+      if (op.kind == OpKind::kWaitEvent) {
+        waits_event.Set(sid);
+        event[sid] = op.event;
+      }
+      if (!armed && op.wait_armed) written(op.dst);  // arming stored the expected value
+    }
+    if (ready_count == 0) {
       std::string report = DeadlockReport();
       Finding f;
       f.kind = FindingKind::kDeadlock;
@@ -660,9 +735,18 @@ absl::Status SimDevice::Synchronize() {
       if (timing_) timing_->Synchronize();  // what did run is still timed
       return absl::FailedPreconditionError(absl::StrCat(report, " (seed ", seed_, ")"));
     }
-    const StreamId pick = ready[rng_() % ready.size()];
-    Execute(pick, streams_[pick].queue.front());
+    const StreamId pick = is_ready.Nth(rng_() % ready_count);
+    Op& op = streams_[pick].queue.front();
+    Execute(pick, op);
+    if (op.kind == OpKind::kCopy || op.kind == OpKind::kSignal) written(op.dst);
+    if (op.kind == OpKind::kSignal || op.kind == OpKind::kWriteValue) written(op.src);
+    if (op.kind == OpKind::kReduce) written(op.dst_operand.mem);
+    for (StreamId sid = waits_event.Next(0); op.kind == OpKind::kRecord && sid < n;
+         sid = waits_event.Next(sid + 1)) {
+      if (event[sid] == op.event) ask.Set(sid);
+    }
     streams_[pick].queue.pop_front();
+    ask.Set(pick);
     --pending_;
   }
   for (const Stream& s : streams_) host_clock_.Join(s.clock);
