@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/core/byte_size.h"
 #include "common/core/dtype.h"
@@ -18,6 +19,7 @@
 #include "tools/cli_flags.h"
 #include "tools/command.h"
 #include "tools/demo_command.h"
+#include "tools/ordered_parallel.h"
 #include "tools/replay_command.h"
 #include "tools/sweep_command.h"
 #include "tools/zoo.h"
@@ -69,6 +71,13 @@ void AddRunFlags(FlagSet& f, RunFlags& run) {
          "the collective under test: NAME (built in: ring) or PATH.so", CheckCollective);
   f.Text("--json", &run.json, "also write the results as JSON to this path (docs/json.md)");
   f.Switch("-q,--quiet", &run.quiet, "no progress line on stderr (it is drawn only on a terminal)");
+}
+
+// --jobs of replay and zoo: seeds run at once, one simulator per thread.
+void AddJobs(FlagSet& f, int* jobs, const std::string& what) {
+  f.Integer("--jobs", jobs, 1, 4096,
+            what + " run at once on this many threads (the output is the same for any number)")
+      ->default_str(absl::StrFormat("all cores: %d here", AvailableCores()));
 }
 
 void AddDType(FlagSet& f, std::string* dtype) {
@@ -130,8 +139,14 @@ int Replay(int argc, const char* const* argv) {
             "sim: replay scheduling seeds 1..N and list the failing ones (0: one replay)");
   f.Switch("--check-determinism", &c.check_determinism,
            "sim: replay one seed twice and compare the reports byte for byte");
+  AddJobs(f, &c.jobs, "sim, with --seeds or --check-determinism: replays");
   AddRunFlags(f, c.run);
   if (int rc = f.Parse(argc, argv); rc >= 0) return rc;
+  if (int rc = f.OnlyWith("--seeds or --check-determinism", c.seeds > 0 || c.check_determinism,
+                          {"--jobs"});
+      rc >= 0) {
+    return rc;
+  }
   if (int rc = f.OnlyWith("--backend=hw", c.backend == "hw", {"--gpus"}); rc >= 0) return rc;
   if (int rc = f.OnlyWith("--backend=sim", c.backend == "sim",
                           {"--seed", "--seeds", "--check-determinism", "--fidelity"});
@@ -223,6 +238,7 @@ int Zoo(int argc, const char* const* argv) {
             "the correct implementation over the same seeds: which checker caught each fault "
             "first, and the false positives.");
   f.Integer("--seeds", &c.seeds, 1, 1000000, "seeds per fault and scenario");
+  AddJobs(f, &c.jobs, "runs");
   AddFidelity(f, &c.fidelity);
   f.Text("--root", &c.root,
          "folder holding scenarios/ and tests/zoo/ (default: $DMALAB_ROOT, else found next to "

@@ -22,7 +22,8 @@ struct ReplayCommand {
   int pieces = 2;
   int seeds = 0;                   // sim: > 0 replays seeds 1..seeds and reports failing seeds
   bool check_determinism = false;  // sim: replay one seed twice, compare the report bytes
-  RunFlags run;                    // --collective, --json (the report), --quiet
+  int jobs = 0;  // sim, --seeds and --check-determinism: runs at once; 0: AvailableCores()
+  RunFlags run;  // --collective, --json (the report), --quiet
   // sim: refuse a run whose memory need (EstimateReplayMemory) exceeds this many bytes; default
   // the available physical memory (AvailableMemoryBytes).
   std::optional<uint64_t> max_memory_bytes;

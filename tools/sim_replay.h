@@ -5,6 +5,7 @@
 #define DMALAB_TOOLS_SIM_REPLAY_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -20,10 +21,20 @@ namespace dmalab {
 // simulator's own checkers (races, use after free or reuse, deadlock) polled into the report.
 // An error is bad input (the scenario cannot run, needs more than the available memory, an
 // all-reduce rejects its arguments).
+// `max_memory_bytes`: the memory limit of the run (ReplayOptions::max_memory_bytes); unset, the
+// memory available now (AvailableMemoryBytes). Runs made at once share one value read before
+// any of them, so a run's verdict does not depend on what else runs.
 absl::StatusOr<ReplayReport> ReplayOnSim(const Scenario& scenario, const FaultSet& faults,
                                          uint64_t seed, int pieces = 2,
                                          Fidelity fidelity = Fidelity::kValues,
-                                         const std::string& collective = "ring");
+                                         const std::string& collective = "ring",
+                                         std::optional<uint64_t> max_memory_bytes = std::nullopt);
+
+// How many replays of `scenario` fit at once in `budget` bytes: `jobs`, or fewer when that many
+// would need more (EstimateReplayMemory; the shadow fidelity holds no payload, so `jobs`), at
+// least 1 (a run that needs more than the budget alone is refused by the replay itself).
+int JobsWithinMemory(const Scenario& scenario, int pieces, Fidelity fidelity,
+                     const std::string& collective, uint64_t budget, int jobs);
 
 // The checker that made a finding: the simulator checker's kind for device findings ("race",
 // "use_after_free", ...), else the replay check ("retained_mismatch", "rank_inconsistent", ...).

@@ -22,6 +22,7 @@
 #include "common/scenario/report.h"
 #include "common/scenario/scenario_loader.h"
 #include "sim/sim_device.h"
+#include "tools/ordered_parallel.h"
 #include "tools/progress.h"
 #include "tools/sim_replay.h"
 
@@ -156,25 +157,54 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+using Checkers = absl::StatusOr<std::set<std::string>>;
+
+// One row's seed loop: run(seed) for seeds 1..seeds, `jobs` at a time, each result handed to
+// take(seed, checkers) in seed order until take returns false (a fault found: the row's later
+// seeds are not run, or their results are dropped). The first error ends the loop and is
+// returned. `seconds`, when given, adds up the runs' own times.
+absl::Status ForSeeds(int seeds, int jobs, const std::function<Checkers(int)>& run,
+                      const std::function<bool(int, const std::set<std::string>&)>& take,
+                      double* seconds = nullptr) {
+  struct Timed {
+    Checkers found;
+    double seconds = 0;
+  };
+  absl::Status error;
+  RunOrdered<Timed>(
+      seeds, jobs, [](int64_t) { return 0; },
+      [&](int64_t i) {
+        const auto start = std::chrono::steady_clock::now();
+        Checkers found = run(static_cast<int>(i + 1));
+        return Timed{std::move(found), SecondsSince(start)};
+      },
+      [&](int64_t i, Timed& t) {
+        if (seconds != nullptr) *seconds += t.seconds;
+        if (!t.found.ok()) {
+          error = t.found.status();
+          return Consumed::kStop;
+        }
+        return take(static_cast<int>(i + 1), *t.found) ? Consumed::kContinue : Consumed::kStop;
+      });
+  return error;
+}
+
 // The collective under test with no fault, on one scenario over seeds 1..seeds: `run(seed)` gives
 // the checkers of one run (any is a failing run); `ran` follows every run.
-absl::Status RunCleanRow(int seeds,
-                         const std::function<absl::StatusOr<std::set<std::string>>(int)>& run,
+absl::Status RunCleanRow(int seeds, int jobs, const std::function<Checkers(int)>& run,
                          const std::function<void()>& ran, ZooCleanRow& row) {
-  const auto start = std::chrono::steady_clock::now();
-  for (int seed = 1; seed <= seeds; ++seed) {
-    absl::StatusOr<std::set<std::string>> found = run(seed);
-    if (!found.ok()) return found.status();
-    ++row.seeds_run;
-    ran();
-    if (found->empty()) continue;
-    if (row.failing_runs++ == 0) {
-      row.first_failing_seed = seed;
-      row.checkers = absl::StrJoin(*found, ",");
-    }
-  }
-  row.seconds = SecondsSince(start);
-  return absl::OkStatus();
+  return ForSeeds(
+      seeds, jobs, run,
+      [&](int seed, const std::set<std::string>& found) {
+        ++row.seeds_run;
+        ran();
+        if (!found.empty() && row.failing_runs++ == 0) {
+          row.first_failing_seed = seed;
+          row.checkers = absl::StrJoin(found, ",");
+        }
+        return true;
+      },
+      &row.seconds);
 }
 
 // `dmalab zoo --collective=PLUGIN`: the plugin over every zoo scenario and every example
@@ -207,7 +237,7 @@ absl::StatusOr<ZooReport> RunPluginZoo(const ZooOptions& options) {
         return scenario ? RunPlugin(*scenario, options.collective, seed, options.fidelity)
                         : RunInPlaceThenAdd(options.collective, FaultSet(), seed, options.fidelity);
       };
-      DMALAB_RETURN_IF_ERROR(RunCleanRow(options.seeds, run, ran, row));
+      DMALAB_RETURN_IF_ERROR(RunCleanRow(options.seeds, options.jobs, run, ran, row));
     } else {
       done += options.seeds;
       if (options.progress) options.progress(done, total);
@@ -263,18 +293,20 @@ absl::StatusOr<ZooReport> RunZoo(const ZooOptions& options) {
       row.fault = c.fault;
       row.scenario = file;
       row.benign = c.benign;
-      for (int seed = 1; seed <= options.seeds && !row.detected; ++seed) {
-        absl::StatusOr<std::set<std::string>> found =
-            RunCase(scenarios, file, FaultSet().Add(c.fault), seed, options.fidelity);
-        if (!found.ok()) return found.status();
-        ++row.seeds_run;
-        ran(1);
-        if (found->empty()) continue;
-        ran(options.seeds - seed);  // the seeds a detected row skips
-        row.detected = true;
-        row.first_seed = seed;
-        row.checkers = absl::StrJoin(*found, ",");
-      }
+      const auto run = [&](int seed) {
+        return RunCase(scenarios, file, FaultSet().Add(c.fault), seed, options.fidelity);
+      };
+      DMALAB_RETURN_IF_ERROR(
+          ForSeeds(options.seeds, options.jobs, run, [&](int seed, const auto& found) {
+            ++row.seeds_run;
+            ran(1);
+            if (found.empty()) return true;
+            ran(options.seeds - seed);  // the seeds a detected row skips
+            row.detected = true;
+            row.first_seed = seed;
+            row.checkers = absl::StrJoin(found, ",");
+            return false;
+          }));
       report.faults.push_back(row);
     }
   }
@@ -285,7 +317,7 @@ absl::StatusOr<ZooReport> RunZoo(const ZooOptions& options) {
       return RunCase(scenarios, file, FaultSet(), seed, options.fidelity);
     };
     DMALAB_RETURN_IF_ERROR(RunCleanRow(
-        options.seeds, run, [&] { ran(1); }, row));
+        options.seeds, options.jobs, run, [&] { ran(1); }, row));
     report.clean.push_back(row);
   }
   if (!options.plugins_dir.empty()) {
@@ -298,23 +330,27 @@ absl::StatusOr<ZooReport> RunZoo(const ZooOptions& options) {
       row.scenario = c.scenario;
       const std::string bug = absl::StrCat(options.plugins_dir, "/", c.plugin, ".so");
       const std::string fix = absl::StrCat(options.plugins_dir, "/", c.fixed, ".so");
-      for (int seed = 1; seed <= options.seeds && !row.detected; ++seed) {
-        absl::StatusOr<std::set<std::string>> found =
-            RunPlugin(*scenario, bug, seed, options.fidelity);
-        if (!found.ok()) return found.status();
-        ++row.seeds_run;
-        if (found->empty()) continue;
-        row.detected = true;
-        row.first_seed = seed;
-        row.checkers = absl::StrJoin(*found, ",");
-      }
-      for (int seed = 1; seed <= options.seeds; ++seed) {
-        absl::StatusOr<std::set<std::string>> found =
-            RunPlugin(*scenario, fix, seed, options.fidelity);
-        if (!found.ok()) return found.status();
-        ++row.fixed_seeds_run;
-        if (!found->empty()) ++row.fixed_failing_runs;
-      }
+      const auto run_bug = [&](int seed) {
+        return RunPlugin(*scenario, bug, seed, options.fidelity);
+      };
+      DMALAB_RETURN_IF_ERROR(
+          ForSeeds(options.seeds, options.jobs, run_bug, [&](int seed, const auto& found) {
+            ++row.seeds_run;
+            if (found.empty()) return true;
+            row.detected = true;
+            row.first_seed = seed;
+            row.checkers = absl::StrJoin(found, ",");
+            return false;
+          }));
+      const auto run_fix = [&](int seed) {
+        return RunPlugin(*scenario, fix, seed, options.fidelity);
+      };
+      DMALAB_RETURN_IF_ERROR(
+          ForSeeds(options.seeds, options.jobs, run_fix, [&](int, const auto& found) {
+            ++row.fixed_seeds_run;
+            if (!found.empty()) ++row.fixed_failing_runs;
+            return true;
+          }));
       report.plugins.push_back(row);
     }
   }
@@ -513,6 +549,7 @@ int RunZooCommand(const ZooCommand& command) {
   };
   ZooOptions options;
   options.seeds = command.seeds;
+  options.jobs = command.jobs > 0 ? command.jobs : AvailableCores();
   if (options.seeds < 1)
     return bad_input(absl::StrFormat("--seeds is %d; must be >= 1", options.seeds));
   absl::StatusOr<Fidelity> fidelity = ParseFidelity(command.fidelity);
