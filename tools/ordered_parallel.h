@@ -6,8 +6,10 @@
 // Jobs belong to groups (a zoo row). Consuming a result may end its group (a fault found at this
 // seed: the row's later seeds are not run) or everything (an error). A job is started only when
 // its group is still open; one already started for a group that ends is finished and dropped.
-// At most `jobs` jobs run at once and at most 2 x `jobs` results wait to be consumed, so memory
-// stays bounded whatever the number of jobs.
+// A job starts only when fewer than `jobs` jobs lie between the consumer and it: at most `jobs`
+// run at once, at most `jobs` results wait to be consumed (memory stays bounded), and a group
+// that ends at its first job (a fault found at seed 1) wastes at most `jobs` - 1 runs, made at
+// the same time as the one that counted.
 #ifndef DMALAB_TOOLS_ORDERED_PARALLEL_H_
 #define DMALAB_TOOLS_ORDERED_PARALLEL_H_
 
@@ -36,20 +38,20 @@ inline int AvailableCores() {
 }
 
 // For i in [0, n): run(i) on one of `jobs` threads (the calling thread alone when jobs is 1), then
-// consume(i, result) on the calling thread in increasing i. group(i) names i's group; groups are
-// contiguous ranges of i. Returns after the last consume, or once consume returns kStop.
+// consume(i, result) on the calling thread in increasing i. group(i) names i's group (its jobs
+// need not be next to each other). Returns after the last consume, or once consume returns kStop.
 template <typename Result>
 void RunOrdered(int64_t n, int jobs, const std::function<int64_t(int64_t)>& group,
                 const std::function<Result(int64_t)>& run,
                 const std::function<Consumed(int64_t, Result&)>& consume) {
   if (jobs <= 1) {
-    int64_t ended = -1;  // a group ended by consume: its remaining jobs are skipped
+    std::set<int64_t> ended;  // groups ended by consume: their remaining jobs are skipped
     for (int64_t i = 0; i < n; ++i) {
-      if (group(i) == ended) continue;
+      if (ended.contains(group(i))) continue;
       Result r = run(i);
       const Consumed c = consume(i, r);
       if (c == Consumed::kStop) return;
-      if (c == Consumed::kEndGroup) ended = group(i);
+      if (c == Consumed::kEndGroup) ended.insert(group(i));
     }
     return;
   }
@@ -60,7 +62,7 @@ void RunOrdered(int64_t n, int jobs, const std::function<int64_t(int64_t)>& grou
   int64_t next = 0;                // the next job to start
   int64_t consumed = 0;            // jobs before this one are consumed or skipped
   bool stop = false;
-  const int64_t window = 2 * static_cast<int64_t>(jobs);
+  const int64_t window = jobs;
   const auto worker = [&] {
     std::unique_lock<std::mutex> lock(mu);
     while (true) {
