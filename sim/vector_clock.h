@@ -3,9 +3,11 @@
 // Every enqueued operation carries a copy of the host's clock and every recorded event a copy of
 // its stream's, while clocks change only when operations execute. So copies share one
 // representation (reference counted, not atomically: a clock belongs to one simulated device,
-// which one thread runs), a clock is copied only when it changes while shared, and a clock
-// remembers the last representations it absorbed: each has an id that changes with its contents,
-// so joining one again (the host's clock, joined by every operation) is free.
+// which one thread runs), and a clock is copied only when it changes while shared. Each
+// representation has an id that changes with its contents and remembers, in a small
+// direct-mapped table, the ids of representations its contents already cover: joining one of
+// those again (the host's clock, joined by every operation; every stream's clock, joined by the
+// host at each synchronization) costs one comparison.
 #ifndef DMALAB_SIM_VECTOR_CLOCK_H_
 #define DMALAB_SIM_VECTOR_CLOCK_H_
 
@@ -24,20 +26,17 @@ namespace dmalab {
 class VectorClock {
  public:
   VectorClock() = default;
-  VectorClock(const VectorClock& other) : rep_(other.rep_), absorbed_(other.absorbed_) {
+  VectorClock(const VectorClock& other) : rep_(other.rep_) {
     if (rep_ != nullptr) ++rep_->refs;
   }
-  VectorClock(VectorClock&& other) noexcept
-      : rep_(std::exchange(other.rep_, nullptr)), absorbed_(other.absorbed_) {}
+  VectorClock(VectorClock&& other) noexcept : rep_(std::exchange(other.rep_, nullptr)) {}
   VectorClock& operator=(const VectorClock& other) {
     VectorClock copy(other);
     std::swap(rep_, copy.rep_);
-    absorbed_ = other.absorbed_;
     return *this;
   }
   VectorClock& operator=(VectorClock&& other) noexcept {
     std::swap(rep_, other.rep_);
-    absorbed_ = other.absorbed_;
     return *this;
   }
   ~VectorClock() {
@@ -53,28 +52,30 @@ class VectorClock {
   }
   // Component-wise maximum: everything `other` has seen, this has now seen.
   void Join(const VectorClock& other) {
-    const Rep* o = other.rep_;
-    if (o == nullptr || o == rep_ ||
-        std::find(absorbed_.begin(), absorbed_.end(), o->id) != absorbed_.end()) {
-      return;
-    }
+    Rep* o = other.rep_;
+    if (o == nullptr || o == rep_ || (rep_ != nullptr && rep_->Covered(o->id))) return;
     if (rep_ == nullptr) {  // nothing seen yet: share other's
       *this = other;
-    } else if (rep_->refs == 1 || !Covers(o->c)) {
+      return;
+    }
+    if (rep_->refs == 1 || !Covers(o->c)) {
       MaxInto(Own(o->c.size()).data(), o->c.data(), o->c.size());
     }
-    std::copy_backward(absorbed_.begin(), absorbed_.end() - 1, absorbed_.end());
-    absorbed_[0] = o->id;
+    rep_->absorbed[o->id % kAbsorbed] = o->id;  // no copy when shared: the contents cover o
   }
   // True when the access (timeline, clock) happened before the holder of this clock.
   bool HasSeen(int timeline, uint32_t clock) const { return Get(timeline) >= clock; }
 
  private:
   static constexpr size_t kPad = 8;  // components are stored in multiples of this
+  static constexpr uint64_t kAbsorbed = 64;
   struct Rep {
     int64_t refs = 1;
     uint64_t id = 0;  // changes whenever c does
     std::vector<uint32_t> c;
+    // Ids of representations these contents cover, at id % kAbsorbed (a cache: a miss joins).
+    std::array<uint64_t, kAbsorbed> absorbed = {};
+    bool Covered(uint64_t other) const { return absorbed[other % kAbsorbed] == other; }
   };
   // c[i] = max(c[i], from[i]) for i < n, n a multiple of kPad.
   static void MaxInto(uint32_t* c, const uint32_t* from, size_t n) {
@@ -109,7 +110,7 @@ class VectorClock {
     if (rep_ == nullptr) {
       rep_ = new Rep;
     } else if (rep_->refs > 1) {
-      Rep* copy = new Rep{1, 0, rep_->c};
+      Rep* copy = new Rep{1, 0, rep_->c, rep_->absorbed};
       --rep_->refs;
       rep_ = copy;
     }
@@ -118,7 +119,6 @@ class VectorClock {
     return rep_->c;
   }
   Rep* rep_ = nullptr;
-  std::array<uint64_t, 4> absorbed_ = {};  // ids of the last representations joined, newest first
 };
 
 }  // namespace dmalab
