@@ -8,10 +8,11 @@
 #define DMALAB_SIM_RACE_CHECKER_H_
 
 #include <cstdint>
-#include <map>
 #include <optional>
 #include <vector>
 
+#include "absl/container/btree_map.h"
+#include "absl/container/inlined_vector.h"
 #include "sim/vector_clock.h"
 
 namespace dmalab {
@@ -47,9 +48,13 @@ class RaceChecker {
     uint64_t end = 0;
     bool has_write = false;
     Access write;
-    std::vector<Access> reads;  // at most one per timeline: the latest
+    // At most one per timeline: the latest. Usually one or two (a copy engine and a kernel).
+    absl::InlinedVector<Access, 2> reads;
   };
-  using SegmentMap = std::map<uint64_t, Segment>;
+  // A B-tree: lookups touch a few cache lines instead of a node per level.
+  using SegmentMap = absl::btree_map<uint64_t, Segment>;
+  // Cuts the segment that straddles `at`, if any, so that a segment starts there.
+  static void Split(SegmentMap& m, uint64_t at);
   // Makes segments start at lo and hi and cover [lo, hi) without gaps.
   static void Carve(SegmentMap& m, uint64_t lo, uint64_t hi);
 

@@ -1,6 +1,9 @@
 #include "sim/shadow_memory.h"
 
 #include <iterator>
+#include <utility>
+
+#include "absl/container/inlined_vector.h"
 
 namespace dmalab {
 namespace {
@@ -35,6 +38,15 @@ void ShadowMemory::MergeWithPrevious(uint64_t at) {
 void ShadowMemory::Assign(uint64_t lo, uint64_t hi, uint64_t origin, uint64_t origin_offset) {
   if (hi <= lo) return;
   ForgetWords(lo, hi);
+  // The bytes are exactly one piece already (a flag word stored again): replace it in place.
+  if (auto it = pieces_.find(lo);
+      origin != kUnwrittenOrigin && it != pieces_.end() && it->second.end == hi) {
+    it->second.origin = origin;
+    it->second.origin_offset = origin_offset;
+    MergeWithPrevious(hi);
+    MergeWithPrevious(lo);
+    return;
+  }
   Split(lo);
   Split(hi);
   pieces_.erase(pieces_.lower_bound(lo), pieces_.lower_bound(hi));
@@ -43,8 +55,8 @@ void ShadowMemory::Assign(uint64_t lo, uint64_t hi, uint64_t origin, uint64_t or
   MergeWithPrevious(lo);
 }
 
-Provenance ShadowMemory::Get(uint64_t lo, uint64_t hi) const {
-  Provenance out;
+template <typename Pieces>
+void ShadowMemory::Collect(uint64_t lo, uint64_t hi, Pieces& out) const {
   auto it = pieces_.upper_bound(lo);
   if (it != pieces_.begin()) --it;
   uint64_t at = lo;
@@ -68,12 +80,20 @@ Provenance ShadowMemory::Get(uint64_t lo, uint64_t hi) const {
          it->second.origin_offset + (start - it->first));
   }
   emit(hi, kUnwrittenOrigin, 0);
+}
+
+Provenance ShadowMemory::Get(uint64_t lo, uint64_t hi) const {
+  Provenance out;
+  Collect(lo, hi, out);
   return out;
 }
 
 void ShadowMemory::CopyFrom(const ShadowMemory& from, uint64_t src, uint64_t dst, uint64_t bytes) {
-  const Provenance pieces = from.Get(src, src + bytes);
-  std::vector<std::pair<uint64_t, uint64_t>> words;
+  // Read whole before anything is written: `from` may be this memory, the ranges may overlap.
+  // A copy usually moves one or two pieces and no word: no heap allocation for them.
+  absl::InlinedVector<ProvenancePiece, 4> pieces;
+  from.Collect(src, src + bytes, pieces);
+  absl::InlinedVector<std::pair<uint64_t, uint64_t>, 4> words;
   for (auto it = from.words_.lower_bound(src);
        it != from.words_.end() && it->first + 8 <= src + bytes; ++it) {
     words.emplace_back(it->first - src + dst, it->second);
@@ -88,14 +108,18 @@ void ShadowMemory::StoreWord(uint64_t addr, uint64_t value) { words_[addr] = val
 
 std::optional<uint64_t> ShadowMemory::LoadWord(uint64_t addr) const {
   if (auto it = words_.find(addr); it != words_.end()) return it->second;
-  const Provenance p = Get(addr, addr + 8);
-  if (p.size() == 1 && p[0].origin == kUnwrittenOrigin) return kFreshWord;
-  return std::nullopt;
+  // Fresh when no piece overlaps the word (pieces are only ever written bytes).
+  auto next = pieces_.upper_bound(addr);
+  if (next != pieces_.end() && next->first < addr + 8) return std::nullopt;
+  if (next != pieces_.begin() && std::prev(next)->second.end > addr) return std::nullopt;
+  return kFreshWord;
 }
 
 void ShadowMemory::ForgetWords(uint64_t lo, uint64_t hi) {
   // A word overlapping the range from below starts at most 7 bytes before it.
-  words_.erase(words_.lower_bound(lo >= 7 ? lo - 7 : 0), words_.lower_bound(hi));
+  auto first = words_.lower_bound(lo >= 7 ? lo - 7 : 0);
+  if (first == words_.end() || first->first >= hi) return;  // none (the usual case)
+  words_.erase(first, words_.lower_bound(hi));
 }
 
 }  // namespace dmalab

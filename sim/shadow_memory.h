@@ -10,10 +10,10 @@
 #define DMALAB_SIM_SHADOW_MEMORY_H_
 
 #include <cstdint>
-#include <map>
 #include <optional>
 #include <vector>
 
+#include "absl/container/btree_map.h"
 #include "common/core/provenance.h"
 
 namespace dmalab {
@@ -40,14 +40,18 @@ class ShadowMemory {
     uint64_t origin;
     uint64_t origin_offset;
   };
+  // Appends the provenance of [lo, hi) to `out` (a vector of ProvenancePiece).
+  template <typename Pieces>
+  void Collect(uint64_t lo, uint64_t hi, Pieces& out) const;
   // Cuts the piece containing `at` (if any) so that a piece starts at `at`.
   void Split(uint64_t at);
   // Merges the piece starting at `at` with its predecessor when it continues it.
   void MergeWithPrevious(uint64_t at);
   void ForgetWords(uint64_t lo, uint64_t hi);
 
-  std::map<uint64_t, Piece> pieces_;  // by start; gaps were never written
-  std::map<uint64_t, uint64_t> words_;
+  // B-trees: flag waits look words up at every scheduling step.
+  absl::btree_map<uint64_t, Piece> pieces_;  // by start; gaps were never written
+  absl::btree_map<uint64_t, uint64_t> words_;
 };
 
 }  // namespace dmalab

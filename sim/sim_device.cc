@@ -1,5 +1,6 @@
 #include "sim/sim_device.h"
 
+#include <bit>
 #include <cstring>
 #include <memory>
 #include <set>
@@ -21,6 +22,48 @@ constexpr uint64_t kShadowKeptWriteBytes = 64 << 10;
 
 // Tags that keep the origins of different kinds of data apart (MakeOrigin's first value).
 enum OriginTag : uint64_t { kHostBytesTag = 1, kHostContentTag, kWordTag, kReduceTag };
+
+// Host pointer to bytes the caller writes whole before reading any, so that their fresh pages
+// need no filling (sim/sim_memory.h). Ranges were validated at enqueue.
+uint8_t* Overwritten(SimMemory& memory, const MemRef& m) {
+  absl::StatusOr<uint8_t*> p = memory.BytesToOverwrite(m.addr, m.bytes);
+  return p.ok() ? *p : nullptr;
+}
+
+// A set of streams (Synchronize's bookkeeping), as bits.
+class StreamBits {
+ public:
+  explicit StreamBits(size_t n) : n_(n), words_((n + 63) / 64, 0) {}
+  void Set(size_t i) { words_[i / 64] |= Bit(i); }
+  void Clear(size_t i) { words_[i / 64] &= ~Bit(i); }
+  bool Test(size_t i) const { return (words_[i / 64] & Bit(i)) != 0; }
+  // The first member at or after `from`; n when there is none.
+  size_t Next(size_t from) const {
+    if (from >= n_) return n_;
+    size_t w = from / 64;
+    uint64_t bits = words_[w] & (~uint64_t{0} << (from % 64));
+    while (bits == 0) {
+      if (++w == words_.size()) return n_;
+      bits = words_[w];
+    }
+    return w * 64 + static_cast<size_t>(std::countr_zero(bits));
+  }
+  // The k-th member (from 0) in stream order; k is below the number of members.
+  size_t Nth(uint64_t k) const {
+    size_t w = 0;
+    for (; k >= static_cast<uint64_t>(std::popcount(words_[w])); ++w) {
+      k -= static_cast<uint64_t>(std::popcount(words_[w]));
+    }
+    uint64_t bits = words_[w];
+    for (; k > 0; --k) bits &= bits - 1;
+    return w * 64 + static_cast<size_t>(std::countr_zero(bits));
+  }
+
+ private:
+  static uint64_t Bit(size_t i) { return uint64_t{1} << (i % 64); }
+  size_t n_;
+  std::vector<uint64_t> words_;
+};
 
 }  // namespace
 
@@ -466,7 +509,7 @@ uint64_t SimDevice::LoadU64(const MemRef& m) {
 
 void SimDevice::StoreU64(const MemRef& m, uint64_t v) {
   if (fidelity_ == Fidelity::kShadow) return ShadowStoreU64(m, v);
-  std::memcpy(HostPtr(m), &v, 8);
+  std::memcpy(Overwritten(memory_[m.rank], m), &v, 8);
 }
 
 void SimDevice::ShadowStoreU64(const MemRef& m, uint64_t v) {
@@ -617,6 +660,8 @@ void SimDevice::CheckLifetime(int64_t op_id, const MemRef& m) {
     }
     return;
   }
+  // The usual case (inside the allocation, not freed), before anything is built for a finding.
+  if (m.addr >= a->addr && m.end() <= a->addr + a->bytes && !freed_.contains(m.alloc_id)) return;
   Finding f = NewFinding(FindingKind::kOutOfBounds, m.rank, m.addr, m.end());
   f.mem.alloc_id = a->id;  // the allocation the view was made from, live or not
   f.alloc_tag = a->tag;
@@ -659,7 +704,8 @@ void SimDevice::Execute(StreamId sid, Op& op) {
       if (fidelity_ == Fidelity::kShadow) {
         ShadowCopy(op);
       } else {
-        std::memmove(HostPtr(op.dst), HostPtr(op.src), op.dst.bytes);
+        const uint8_t* src = HostPtr(op.src);  // first: its fresh bytes are filled before dst
+        std::memmove(Overwritten(memory_[op.dst.rank], op.dst), src, op.dst.bytes);
       }
       break;
     case OpKind::kReduce: {
@@ -676,8 +722,8 @@ void SimDevice::Execute(StreamId sid, Op& op) {
       std::vector<HostOperand> terms;
       for (const Operand& t : op.terms) terms.push_back(HostOperand{HostPtr(t.mem), t.codec});
       // Arguments were validated at enqueue; the host reference cannot fail here.
-      (void)ReduceHost(op.dtype, HostPtr(op.dst_operand.mem), op.dst_operand.codec, terms,
-                       op.elems);
+      (void)ReduceHost(op.dtype, Overwritten(memory_[op.dst_operand.mem.rank], op.dst_operand.mem),
+                       op.dst_operand.codec, terms, op.elems);
       break;
     }
     case OpKind::kSignal: {
@@ -743,18 +789,63 @@ std::string SimDevice::DeadlockReport() {
 }
 
 void SimDevice::RunReady() {
-  std::vector<StreamId> ready;
-  while (pending_ > 0) {
-    ready.clear();
-    for (StreamId sid(0); sid.value() < static_cast<int32_t>(streams_.size());
-         sid = StreamId(sid.value() + 1)) {
-      Stream& s = streams_[sid.value()];
-      if (!s.queue.empty() && Ready(s, s.queue.front())) ready.push_back(sid);
+  // Whether each stream's front can run is kept rather than asked of every stream at every step:
+  // the answer changes only when the front changes, when an event the front waits for is
+  // recorded, or when a write reaches the flag word the front waits on. Only then is a stream
+  // asked again, in stream order as all were, so the seed draws the same choice from the same
+  // ready streams.
+  const size_t n = streams_.size();
+  StreamBits is_ready(n), ask(n), waits_flag(n), waits_event(n);
+  for (size_t i = 0; i < n; ++i) ask.Set(i);
+  std::vector<MemRef> flag(n);    // the word a flag-waiting front reads
+  std::vector<EventId> event(n);  // the event an event-waiting front waits for
+  uint64_t ready_count = 0;
+  const auto written = [&](const MemRef& w) {  // flag waits reading w are asked again
+    for (size_t i = waits_flag.Next(0); i < n; i = waits_flag.Next(i + 1)) {
+      const MemRef& f = flag[i];
+      if (f.rank == w.rank && f.addr < w.end() && w.addr < f.end()) ask.Set(i);
     }
-    if (ready.empty()) return;
-    const StreamId pick = ready[rng_() % ready.size()];
-    Execute(pick, streams_[pick.value()].queue.front());
-    streams_[pick.value()].queue.pop_front();
+  };
+  while (pending_ > 0) {
+    // Streams asked for again during the pass are asked in it if they come later in stream
+    // order, else at the next step: as when every stream was asked in order at every step.
+    for (size_t i = ask.Next(0); i < n; i = ask.Next(i + 1)) {
+      ask.Clear(i);
+      Stream& s = streams_[i];
+      ready_count -= is_ready.Test(i);
+      is_ready.Clear(i);
+      waits_flag.Clear(i);
+      waits_event.Clear(i);
+      if (s.queue.empty()) continue;
+      Op& op = s.queue.front();
+      const bool armed = op.wait_armed;
+      if (Ready(s, op)) {
+        is_ready.Set(i);
+        ++ready_count;
+      }
+      if (op.kind == OpKind::kWaitFlag || op.kind == OpKind::kWaitValue) {
+        waits_flag.Set(i);
+        flag[i] = op.src;
+      }
+      if (op.kind == OpKind::kWaitEvent) {
+        waits_event.Set(i);
+        event[i] = op.event;
+      }
+      if (!armed && op.wait_armed) written(op.dst);  // arming stored the expected value
+    }
+    if (ready_count == 0) return;  // the caller decides whether that is a deadlock
+    const size_t pick = is_ready.Nth(rng_() % ready_count);
+    Op& op = streams_[pick].queue.front();
+    Execute(StreamId(static_cast<int32_t>(pick)), op);
+    if (op.kind == OpKind::kCopy || op.kind == OpKind::kSignal) written(op.dst);
+    if (op.kind == OpKind::kSignal || op.kind == OpKind::kWriteValue) written(op.src);
+    if (op.kind == OpKind::kReduce) written(op.dst_operand.mem);
+    for (size_t i = waits_event.Next(0); op.kind == OpKind::kRecord && i < n;
+         i = waits_event.Next(i + 1)) {
+      if (event[i] == op.event) ask.Set(i);
+    }
+    streams_[pick].queue.pop_front();
+    ask.Set(pick);
     --pending_;
   }
 }
@@ -987,7 +1078,7 @@ absl::Status SimDevice::Write(const MemRef& dst_view, absl::Span<const uint8_t> 
   races_.Write(dst.rank, dst.addr, dst.end(),
                dmalab::Access{kHostTimeline, host_clock_.Get(kHostTimeline), -1}, host_clock_);
   if (fidelity_ == Fidelity::kValues) {
-    std::memcpy(HostPtr(dst), bytes.data(), bytes.size());
+    std::memcpy(Overwritten(memory_[dst.rank], dst), bytes.data(), bytes.size());
     return absl::OkStatus();
   }
   // Shadow: the bytes' contents name their origin; small writes keep their words' values.

@@ -1,18 +1,23 @@
 #include "sim/sim_memory.h"
 
+#include <sys/mman.h>
+
+#include <bit>
 #include <cstring>
 #include <iterator>
+#include <limits>
 
 #include "absl/strings/str_format.h"
 
 namespace dmalab {
 namespace {
 
+// Callers keep v at most kMaxBytesPerRank, so this cannot wrap.
 uint64_t RoundUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
-// Fresh device memory holds garbage; all-ones bytes are NaN in every float type, so reading
-// memory nobody wrote is loud rather than plausible.
-constexpr uint8_t kFreshByte = 0xff;
+std::string Size(uint64_t bytes) {
+  return absl::StrFormat("%d bytes (%.1f GiB)", bytes, bytes / 1073741824.0);
+}
 
 }  // namespace
 
@@ -37,6 +42,11 @@ absl::StatusOr<MemRef> SimMemory::Allocate(uint64_t bytes, std::string_view tag)
     return absl::InvalidArgumentError(
         absl::StrFormat("allocate on rank %d ('%s'): bytes is 0; must be > 0", rank_, tag));
   }
+  if (bytes > kMaxBytesPerRank) {
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("allocate on rank %d ('%s'): %s; a simulated rank holds at most %s; %s",
+                        rank_, tag, Size(bytes), Size(kMaxBytesPerRank), Holdings()));
+  }
   const uint64_t size = RoundUp(bytes, kBlockAlign);
   uint64_t addr;
   auto it = free_.lower_bound({size, 0});
@@ -52,13 +62,30 @@ absl::StatusOr<MemRef> SimMemory::Allocate(uint64_t bytes, std::string_view tag)
     }
   } else {
     const uint64_t seg_bytes = RoundUp(size, kSegmentAlign);
+    if (seg_bytes > kMaxBytesPerRank - reserved_bytes_ ||
+        next_segment_addr_ > std::numeric_limits<uint64_t>::max() - seg_bytes) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "allocate on rank %d ('%s'): %s needs a new segment of %s, and a simulated rank holds "
+          "at most %s; %s",
+          rank_, tag, Size(bytes), Size(seg_bytes), Size(kMaxBytesPerRank), Holdings()));
+    }
+    Segment seg{seg_bytes, {}, {}, 0};
+    if (with_payload_) {
+      absl::StatusOr<HostBlock> block = AcquireHostBlock(seg_bytes);
+      if (!block.ok()) {
+        return absl::ResourceExhaustedError(
+            absl::StrFormat("allocate on rank %d ('%s'): %s: %s; %s", rank_, tag, Size(bytes),
+                            block.status().message(), Holdings()));
+      }
+      seg.data = *std::move(block);
+      const uint64_t pages = seg_bytes / kFreshPage;
+      seg.fresh.assign((pages + 63) / 64, ~uint64_t{0});
+      if (pages % 64 != 0) seg.fresh.back() = (uint64_t{1} << (pages % 64)) - 1;
+      seg.fresh_count = pages;
+    }
     addr = next_segment_addr_;
     next_segment_addr_ += seg_bytes;
-    Segment seg{seg_bytes, nullptr};
-    if (with_payload_) {
-      seg.data = std::make_unique<uint8_t[]>(seg_bytes);
-      std::memset(seg.data.get(), kFreshByte, seg_bytes);
-    }
+    reserved_bytes_ += seg_bytes;
     segments_.emplace(addr, std::move(seg));
     blocks_[addr] = Block{size, addr, 0};
     if (seg_bytes > size) {
@@ -70,6 +97,7 @@ absl::StatusOr<MemRef> SimMemory::Allocate(uint64_t bytes, std::string_view tag)
   next_id_ += world_;
   blocks_.at(addr).alloc_id = id;
   allocations_[id] = AllocationInfo{id, rank_, addr, bytes, std::string(tag), true, ""};
+  live_bytes_ += bytes;
   ++live_count_;
   return MemRef{rank_, addr, bytes, id};
 }
@@ -84,6 +112,7 @@ absl::Status SimMemory::Free(const MemRef& m, std::string_view context) {
   }
   AllocationInfo& info = allocations_.at(m.alloc_id);
   info.live = false;
+  live_bytes_ -= info.bytes;
   --live_count_;
   info.freed_by = std::string(context);
   if (freed_ring_.size() < kFreedRecordsKept) {
@@ -120,22 +149,97 @@ absl::Status SimMemory::CheckRange(uint64_t addr, uint64_t bytes) const {
   auto it = segments_.upper_bound(addr);
   if (it != segments_.begin()) {
     --it;
-    if (addr >= it->first && addr + bytes <= it->first + it->second.bytes) {
+    // addr is at or past the segment's start; compare sizes, not ends, so nothing wraps.
+    if (addr - it->first < it->second.bytes && bytes <= it->second.bytes - (addr - it->first)) {
       return absl::OkStatus();
     }
   }
-  return absl::OutOfRangeError(absl::StrFormat("rank %d: [0x%x, 0x%x) is not inside device memory",
-                                               rank_, addr, addr + bytes));
+  return absl::OutOfRangeError(absl::StrFormat(
+      "rank %d: %d bytes at 0x%x are not inside device memory", rank_, bytes, addr));
 }
 
-absl::StatusOr<uint8_t*> SimMemory::Bytes(uint64_t addr, uint64_t bytes) {
+absl::StatusOr<SimMemory::Segment*> SimMemory::PayloadSegment(uint64_t addr, uint64_t bytes) {
   if (absl::Status s = CheckRange(addr, bytes); !s.ok()) return s;
   if (!with_payload_) {
     return absl::FailedPreconditionError(
         absl::StrFormat("rank %d: the shadow fidelity holds no payload", rank_));
   }
-  auto it = std::prev(segments_.upper_bound(addr));
-  return it->second.data.get() + (addr - it->first);
+  return &std::prev(segments_.upper_bound(addr))->second;
+}
+
+void SimMemory::TakeFresh(Segment& seg, uint64_t first, uint64_t last, bool fill) {
+  if (seg.fresh_count == 0 || first >= last) return;
+  // One call per run of consecutive fresh pages. The pages are populated first: one system call
+  // instead of a page fault per page where the host block was newly mapped (a no-op on a
+  // recycled one; only a speed hint, so its failure on an old kernel changes nothing).
+  uint64_t run = 0, run_pages = 0;
+  const auto flush = [&] {
+    if (run_pages == 0) return;
+    uint8_t* at = seg.data.data() + run * kFreshPage;
+    madvise(at, run_pages * kFreshPage, MADV_POPULATE_WRITE);
+    if (fill) std::memset(at, kFreshByte, run_pages * kFreshPage);
+    seg.fresh_count -= run_pages;
+    run_pages = 0;
+  };
+  for (uint64_t word = first / 64; word * 64 < last; ++word) {
+    uint64_t bits = seg.fresh[word];
+    if (word == first / 64) bits &= ~uint64_t{0} << (first % 64);
+    if ((word + 1) * 64 > last) bits &= (uint64_t{1} << (last % 64)) - 1;
+    seg.fresh[word] &= ~bits;
+    while (bits != 0) {
+      const uint64_t page = word * 64 + static_cast<uint64_t>(std::countr_zero(bits));
+      bits &= bits - 1;
+      if (run_pages > 0 && run + run_pages == page) {
+        ++run_pages;
+        continue;
+      }
+      flush();
+      run = page;
+      run_pages = 1;
+    }
+  }
+  flush();
+}
+
+void SimMemory::FillFresh(Segment& seg, uint64_t lo, uint64_t hi) {
+  TakeFresh(seg, lo / kFreshPage, (hi + kFreshPage - 1) / kFreshPage, /*fill=*/true);
+}
+
+absl::StatusOr<uint8_t*> SimMemory::Bytes(uint64_t addr, uint64_t bytes) {
+  absl::StatusOr<Segment*> seg = PayloadSegment(addr, bytes);
+  if (!seg.ok()) return seg.status();
+  const uint64_t start = std::prev(segments_.upper_bound(addr))->first;
+  FillFresh(**seg, addr - start, addr - start + bytes);
+  return (*seg)->data.data() + (addr - start);
+}
+
+absl::StatusOr<uint8_t*> SimMemory::BytesToOverwrite(uint64_t addr, uint64_t bytes) {
+  absl::StatusOr<Segment*> seg = PayloadSegment(addr, bytes);
+  if (!seg.ok()) return seg.status();
+  const uint64_t start = std::prev(segments_.upper_bound(addr))->first;
+  const uint64_t lo = addr - start, hi = lo + bytes;
+  // Pages the range covers whole are claimed unfilled; the pages at its ends, covered in part,
+  // keep fresh bytes beside the written ones, so they are filled first.
+  const uint64_t first_whole = RoundUp(lo, kFreshPage) / kFreshPage, last_whole = hi / kFreshPage;
+  if (first_whole >= last_whole) {
+    FillFresh(**seg, lo, hi);
+  } else {
+    FillFresh(**seg, lo, first_whole * kFreshPage);
+    FillFresh(**seg, last_whole * kFreshPage, hi);
+    TakeFresh(**seg, first_whole, last_whole, /*fill=*/false);
+  }
+  return (*seg)->data.data() + lo;
+}
+
+uint64_t SimMemory::fresh_pages() const {
+  uint64_t pages = 0;
+  for (const auto& [addr, seg] : segments_) pages += seg.fresh_count;
+  return pages;
+}
+
+std::string SimMemory::Holdings() const {
+  return absl::StrFormat("rank %d holds %s in %d segments (%d bytes live in %d allocations)", rank_,
+                         Size(reserved_bytes_), segments_.size(), live_bytes_, live_count_);
 }
 
 const AllocationInfo* SimMemory::Find(uint64_t id) const {

@@ -1,6 +1,12 @@
 // The simulated memory of one rank: a 64-bit address space, a caching allocator that reuses
 // freed blocks (as PyTorch's does: 512-byte rounding, best fit, splitting, coalescing), the
 // bytes themselves (values fidelity), and the history of every allocation for reports.
+//
+// Fresh memory reads as all-ones bytes (kFreshByte), but is not filled when a segment is made:
+// each segment records which of its pages were never written, and a read fills those pages just
+// before it (Bytes); a write that covers whole pages claims them unfilled (BytesToOverwrite). Most
+// bytes are written before anything reads them, so most are never filled, and untouched pages
+// cost no host memory.
 #ifndef DMALAB_SIM_SIM_MEMORY_H_
 #define DMALAB_SIM_SIM_MEMORY_H_
 
@@ -13,8 +19,10 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/node_hash_map.h"
 #include "absl/status/statusor.h"
 #include "common/core/tensor.h"
+#include "sim/host_block_pool.h"
 
 namespace dmalab {
 
@@ -35,16 +43,22 @@ class SimMemory {
   // Without payload (the shadow fidelity) segments hold no bytes and Bytes() fails.
   SimMemory(int rank, int world, bool with_payload = true);
 
-  // Allocates `bytes` (rounded up to 512) reusing a freed block when one fits.
+  // Allocates `bytes` (rounded up to 512) reusing a freed block when one fits. Fails, naming
+  // the size, the rank and what the rank holds, when bytes is 0, when the rank would hold more
+  // than kMaxBytesPerRank, or when the host cannot back a new segment; never aborts.
   absl::StatusOr<MemRef> Allocate(uint64_t bytes, std::string_view tag);
   // Returns the block to the free pool (it may be handed out again at once).
   absl::Status Free(const MemRef& allocation, std::string_view context);
 
   // An error when [addr, addr + bytes) is not inside one segment of this rank.
   absl::Status CheckRange(uint64_t addr, uint64_t bytes) const;
-  // Host pointer to [addr, addr + bytes), or an error when the range is not inside one
-  // segment of this rank or the memory holds no payload.
+  // Host pointer to [addr, addr + bytes), to read (or read and write), or an error when the
+  // range is not inside one segment of this rank or the memory holds no payload. Bytes never
+  // written read as kFreshByte.
   absl::StatusOr<uint8_t*> Bytes(uint64_t addr, uint64_t bytes);
+  // As Bytes, for a caller that writes every byte of the range before it reads any: the range's
+  // fresh bytes are not filled (those of a page it covers only in part are).
+  absl::StatusOr<uint8_t*> BytesToOverwrite(uint64_t addr, uint64_t bytes);
 
   // The allocation `id` of this rank, live or freed; null for an id this rank never handed
   // out, and for one freed so long ago that its record was dropped (FreedLongAgo).
@@ -74,12 +88,38 @@ class SimMemory {
   }
   // The rank whose address space holds addr, or -1 when none of `world` ranks' does.
   static int RankOfAddress(uint64_t addr, int world);
+  // The most one rank holds in segments: the lower half of its terabyte (512 GiB, more than any
+  // GPU has), so that allocations never reach its mapping window and any request beyond it is
+  // refused before address arithmetic could wrap.
+  static constexpr uint64_t kMaxBytesPerRank = kMappingWindowOffset;
+  // What never-written bytes read as: all-ones bytes are NaN in every float type, so reading
+  // memory nobody wrote is loud rather than plausible.
+  static constexpr uint8_t kFreshByte = 0xff;
+  // The granularity of the fresh-byte bookkeeping.
+  static constexpr uint64_t kFreshPage = 4096;
+
+  // Bytes held in segments (free and allocated blocks), and in live allocations as requested.
+  uint64_t reserved_bytes() const { return reserved_bytes_; }
+  uint64_t live_bytes() const { return live_bytes_; }
+  // Pages of the segments that were never written, so never filled (values fidelity).
+  uint64_t fresh_pages() const;
 
  private:
   struct Segment {
     uint64_t bytes;
-    std::unique_ptr<uint8_t[]> data;  // null without payload
+    HostBlock data;  // empty without payload
+    // Bit p set: page p was never written and holds no fresh bytes yet (values fidelity).
+    std::vector<uint64_t> fresh;
+    uint64_t fresh_count = 0;
   };
+  // Marks the fresh pages among pages [first, last) written, filling them when `fill`.
+  static void TakeFresh(Segment& seg, uint64_t first, uint64_t last, bool fill);
+  // Fills the fresh pages among bytes [lo, hi) (offsets in the segment) and marks them written.
+  static void FillFresh(Segment& seg, uint64_t lo, uint64_t hi);
+  // The segment holding [addr, addr + bytes) with its payload, or why there is none.
+  absl::StatusOr<Segment*> PayloadSegment(uint64_t addr, uint64_t bytes);
+  // "rank R holds N bytes in M segments (L bytes live in K allocations)", for errors.
+  std::string Holdings() const;
   struct Block {
     uint64_t bytes;
     uint64_t segment;   // start address of its segment
@@ -93,10 +133,14 @@ class SimMemory {
   bool with_payload_;
   uint64_t next_id_;
   uint64_t next_segment_addr_;
-  std::map<uint64_t, Segment> segments_;            // by start address
-  std::map<uint64_t, Block> blocks_;                // by start address
-  std::set<std::pair<uint64_t, uint64_t>> free_;    // (bytes, addr), best fit
-  std::map<uint64_t, AllocationInfo> allocations_;  // by id: live, and the last freed ones
+  uint64_t reserved_bytes_ = 0;
+  uint64_t live_bytes_ = 0;
+  std::map<uint64_t, Segment> segments_;          // by start address
+  std::map<uint64_t, Block> blocks_;              // by start address
+  std::set<std::pair<uint64_t, uint64_t>> free_;  // (bytes, addr), best fit
+  // By id: live, and the last freed ones. Hashed (looked up on every access by the lifetime
+  // checker); node-based, so the pointers Find returns stay valid across inserts.
+  absl::node_hash_map<uint64_t, AllocationInfo> allocations_;
   // The freed ids whose records are kept: a ring, oldest at freed_next_ once full.
   std::vector<uint64_t> freed_ring_;
   size_t freed_next_ = 0;

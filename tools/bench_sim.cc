@@ -1,12 +1,22 @@
 // Simulator and planner throughput (Google Benchmark; `--benchmark_format=json` for JSON):
-//   - BM_SimAllReduce: a 4-rank DMA ring all-reduce per fidelity, payload bytes per second, beside
-//     BM_Memcpy of the same bytes in the same run (the values fidelity is quoted as a fraction of
-//     this machine's memcpy);
+//   - BM_SimAllReduce: a 4-rank DMA ring all-reduce per fidelity in the steady state (buffers
+//     made and every page touched before the timed loop), payload bytes per second, and
+//     `of_roofline`: the memcpy roofline of the ring's traffic over the time of one all-reduce.
+//     The ring moves about 15 S bytes per 4-rank all-reduce of S bytes (copies, reduce reads and
+//     writes), so the roofline is the time of 15 memcpy calls of S bytes, measured in the same
+//     run just before and just after the timed loop (the mean of both), through 16 buffers of S
+//     bytes (about the simulated ranks' memory, so that both run from the same level of the
+//     memory hierarchy);
+//   - BM_Memcpy: memcpy of 1 MiB to 1 GiB between two warm buffers, the baseline of the
+//     simulator's figures (tools/bench_ratios divides by the 1 GiB one);
 //   - BM_ReplayScenario: whole-model scenarios (GLM-class and Llama-class TP8 prefill) replayed
 //     end to end with every checker on, per fidelity;
 //   - BM_PlanRing: the planner's cost for one all-reduce (plans are built once per shape and
 //     cached by DmaAllReduce, so this is a one-time cost per shape).
-// Run from the repository root (scenario paths are relative to it).
+// Times are wall-clock times. Run from the repository root (scenario paths are relative to it).
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -23,6 +33,23 @@ namespace dmalab {
 namespace {
 
 Fidelity FidelityArg(int64_t arg) { return arg == 0 ? Fidelity::kValues : Fidelity::kShadow; }
+
+// Seconds of 15 memcpy calls of `bytes` each, through 16 buffers of `bytes` that were touched
+// before: the memcpy roofline of one 4-rank ring all-reduce of `bytes`. The mean of 3 rounds.
+double MemcpyRooflineSeconds(uint64_t bytes) {
+  constexpr int kBuffers = 16, kCopies = 15, kRounds = 3;
+  std::vector<std::vector<uint8_t>> buffers;
+  for (int b = 0; b < kBuffers; ++b) buffers.emplace_back(bytes, static_cast<uint8_t>(b));
+  const auto start = std::chrono::steady_clock::now();
+  for (int round = 0; round < kRounds; ++round) {
+    for (int c = 0; c < kCopies; ++c) {
+      std::memcpy(buffers[(2 * c + 1) % kBuffers].data(), buffers[(2 * c) % kBuffers].data(),
+                  bytes);
+      benchmark::ClobberMemory();
+    }
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / kRounds;
+}
 
 void BM_SimAllReduce(benchmark::State& state) {
   const int world = 4;
@@ -47,22 +74,40 @@ void BM_SimAllReduce(benchmark::State& state) {
     in.push_back(TensorView{a, DType::kBF16, {n}, true});
     out.push_back(TensorView{*dev.Allocate(r, bytes, "out"), DType::kBF16, {n}, true});
   }
+  const auto all_reduce = [&] { return ar->AllReduce(in, out).ok() && dev.Synchronize().ok(); };
+  // Outside the timed loop: the first call touches every page of the outputs and the scratch.
+  for (int warm = 0; warm < 2; ++warm) {
+    if (!all_reduce()) {
+      state.SkipWithError("all_reduce failed");
+      return;
+    }
+  }
+  const double roofline_before = MemcpyRooflineSeconds(bytes);
+  const auto start = std::chrono::steady_clock::now();
   for (auto _ : state) {
-    if (!ar->AllReduce(in, out).ok() || !dev.Synchronize().ok()) {
+    if (!all_reduce()) {
       state.SkipWithError("all_reduce failed");
       break;
     }
   }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
+      static_cast<double>(std::max<int64_t>(state.iterations(), 1));
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes));
+  // The roofline measured on both sides of the timed loop, over the time of one all-reduce.
+  const double roofline = (roofline_before + MemcpyRooflineSeconds(bytes)) / 2;
+  state.counters["of_roofline"] = roofline / seconds;
 }
 BENCHMARK(BM_SimAllReduce)
     ->ArgsProduct({{1 << 20, 4 << 20, 16 << 20, 64 << 20}, {0, 1}})
     ->ArgNames({"bytes", "shadow"})
-    ->Unit(benchmark::kMillisecond);
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(2.0)  // at least a few calls at 64 MiB
+    ->UseRealTime();
 
 void BM_Memcpy(benchmark::State& state) {
   const size_t bytes = static_cast<size_t>(state.range(0));
-  std::vector<uint8_t> a(bytes, 1), b(bytes);
+  std::vector<uint8_t> a(bytes, 1), b(bytes, 2);  // both touched: no first-touch in the loop
   for (auto _ : state) {
     std::memcpy(b.data(), a.data(), bytes);
     benchmark::DoNotOptimize(b.data());
@@ -70,7 +115,11 @@ void BM_Memcpy(benchmark::State& state) {
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes));
 }
-BENCHMARK(BM_Memcpy)->RangeMultiplier(4)->Range(1 << 20, 64 << 20)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Memcpy)
+    ->RangeMultiplier(4)
+    ->Range(1 << 20, 1 << 30)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 const char* const kScenarios[] = {"scenarios/glm5_tp8_prefill.yaml",
                                   "scenarios/llama70b_tp8_prefill.yaml"};
@@ -107,7 +156,8 @@ BENCHMARK(BM_ReplayScenario)
     ->ArgsProduct({{0, 1}, {0, 1}})
     ->ArgNames({"scenario", "shadow"})
     ->Unit(benchmark::kMillisecond)
-    ->Iterations(1);
+    ->MinTime(0.5)  // one replay in the values fidelity, several in the shadow
+    ->UseRealTime();
 
 // The plan of one all-reduce: every rank's op list, for W ranks and a 16 MiB bf16 tensor.
 void BM_PlanRing(benchmark::State& state) {

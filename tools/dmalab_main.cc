@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/core/byte_size.h"
 #include "common/core/dtype.h"
@@ -21,6 +22,7 @@
 #include "tools/cli_flags.h"
 #include "tools/command.h"
 #include "tools/demo_command.h"
+#include "tools/ordered_parallel.h"
 #include "tools/replay_command.h"
 #include "tools/sweep_command.h"
 #include "tools/zoo.h"
@@ -93,6 +95,13 @@ int OnlyForPlugins(FlagSet& f, const RunFlags& run, const std::vector<std::strin
   return f.OnlyWith("--collective=PLUGIN.so", IsPluginPath(run.collective), names);
 }
 
+// --jobs of replay and zoo: seeds run at once, one simulator per thread.
+void AddJobs(FlagSet& f, int* jobs, const std::string& what) {
+  f.Integer("--jobs", jobs, 1, 4096,
+            what + " run at once on this many threads (the output is the same for any number)")
+      ->default_str(absl::StrFormat("all cores: %d here", AvailableCores()));
+}
+
 void AddDType(FlagSet& f, std::string* dtype) {
   f.Text("--dtype", dtype, "element type: bf16, fp16, fp32", Accepts(ParseDType))
       ->default_str(*dtype);
@@ -152,9 +161,15 @@ int Replay(int argc, const char* const* argv) {
             "sim: replay scheduling seeds 1..N and list the failing ones (0: one replay)");
   f.Switch("--check-determinism", &c.check_determinism,
            "sim: replay one seed twice and compare the reports byte for byte");
+  AddJobs(f, &c.jobs, "sim, with --seeds or --check-determinism: replays");
   AddTimeout(f, &c.hang_seconds);
   AddRunFlags(f, c.run);
   if (int rc = f.Parse(argc, argv); rc >= 0) return rc;
+  if (int rc = f.OnlyWith("--seeds or --check-determinism", c.seeds > 0 || c.check_determinism,
+                          {"--jobs"});
+      rc >= 0) {
+    return rc;
+  }
   if (int rc = f.OnlyWith("--backend=hw", c.backend == "hw", {"--gpus"}); rc >= 0) return rc;
   if (int rc = OnlyForPlugins(f, c.run, {"--timeout"}); rc >= 0) return rc;
   if (int rc = f.OnlyWith("--backend=sim", c.backend == "sim",
@@ -253,6 +268,7 @@ int Zoo(int argc, const char* const* argv) {
             "the correct implementation over the same seeds: which checker caught each fault "
             "first, and the false positives.");
   f.Integer("--seeds", &c.seeds, 1, 1000000, "seeds per fault and scenario");
+  AddJobs(f, &c.jobs, "runs");
   AddFidelity(f, &c.fidelity);
   f.Text("--root", &c.root,
          "folder holding scenarios/ and tests/zoo/ (default: $DMALAB_ROOT, else found next to "

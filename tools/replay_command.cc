@@ -1,11 +1,15 @@
 #include "tools/replay_command.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "common/core/json_writer.h"
@@ -19,6 +23,7 @@
 #include "tools/host_memory.h"
 #include "tools/isolated_replay.h"
 #include "tools/npy.h"
+#include "tools/ordered_parallel.h"
 #include "tools/progress.h"
 #include "tools/sim_replay.h"
 #ifdef DMALAB_HAVE_CUDA
@@ -65,7 +70,27 @@ absl::Status Dump(Device& device, const std::string& dir, const std::string& nam
   return absl::OkStatus();
 }
 
-// --seeds=N: seeds 1..N, one line per failing seed, then a summary. Exit 1 if any failed.
+// The runs made at once: --jobs (all cores by default), fewer when that many replays of the
+// scenario would not fit in the memory available now, said on stderr. Also the memory limit
+// every run is checked against, read once so that no run's verdict depends on the others.
+int Jobs(const Scenario& scenario, const ReplayCommand& c, Fidelity fidelity, int most,
+         MemoryLimit* limit) {
+  *limit =
+      c.max_memory_bytes.has_value() ? MemoryLimit{*c.max_memory_bytes, ""} : AvailableMemory();
+  const int wanted = std::min(c.jobs > 0 ? c.jobs : AvailableCores(), most);
+  const int jobs =
+      JobsWithinMemory(scenario, c.pieces, fidelity, c.run.collective, limit->bytes, wanted);
+  if (jobs < wanted) {
+    std::fprintf(stderr,
+                 "dmalab replay: running %d replays at once, not %d: each needs its scenario's "
+                 "memory, and %s are available\n",
+                 jobs, wanted, BytesText(limit->bytes).c_str());
+  }
+  return jobs;
+}
+
+// --seeds=N: seeds 1..N, one line per failing seed, then a summary. Exit 1 if any failed. Seeds
+// run --jobs at a time; their reports are taken in seed order, so the output is the same.
 int RunSeedSweep(const Scenario& scenario, const FaultSet& faults, const ReplayCommand& c,
                  Fidelity fidelity) {
   const auto start = std::chrono::steady_clock::now();
@@ -78,26 +103,39 @@ int RunSeedSweep(const Scenario& scenario, const FaultSet& faults, const ReplayC
   json.Key("fidelity").String(c.fidelity).Key("seeds").Int(c.seeds);
   json.Key("failing").BeginArray();
   Progress progress("replay", "seeds", ProgressWanted(c.run.quiet));
-  for (int seed = 1; seed <= c.seeds; ++seed) {
-    absl::StatusOr<ReplayReport> r =
-        ReplayOnSim(scenario, faults, seed, c.pieces, fidelity, c.run.collective, c.hang_seconds);
-    if (!r.ok()) return BadInput(std::string(r.status().message()));
-    progress.Update(seed, c.seeds, absl::StrFormat("%zu failing", failing.size()));
-    if (r->pass()) continue;
-    failing.push_back(seed);
-    const ReplayFinding& f = r->groups.front().first;
-    const std::string where =
-        f.step_index > 0 ? absl::StrFormat("step %d %s", f.step_index, f.step) : f.step;
-    progress.Clear();
-    std::printf("seed=%d FAIL findings=%lld (%zu distinct) first: %s at %s, rank %d: %s\n", seed,
-                static_cast<long long>(r->findings_total), r->groups.size(), f.checker.c_str(),
-                where.c_str(), f.rank, f.detail.substr(0, 200).c_str());
-    json.BeginObject().Key("scheduling_seed").Int(seed);
-    json.Key("findings_total").Int(r->findings_total);
-    json.Key("findings_distinct").Int(static_cast<int64_t>(r->groups.size()));
-    json.Key("first_checker").String(f.checker).Key("first_step").String(f.step);
-    json.Key("first_rank").Int(f.rank).Key("first_detail").String(f.detail).EndObject();
-  }
+  MemoryLimit limit;
+  const int jobs = Jobs(scenario, c, fidelity, c.seeds, &limit);
+  absl::Status error;
+  RunOrdered<absl::StatusOr<ReplayReport>>(
+      c.seeds, jobs, [](int64_t) { return 0; },
+      [&](int64_t i) {
+        return ReplayOnSim(scenario, faults, static_cast<uint64_t>(i + 1), c.pieces, fidelity,
+                           c.run.collective, c.hang_seconds, limit);
+      },
+      [&](int64_t i, absl::StatusOr<ReplayReport>& r) {
+        const int seed = static_cast<int>(i + 1);
+        if (!r.ok()) {
+          error = r.status();
+          return Consumed::kStop;
+        }
+        progress.Update(seed, c.seeds, absl::StrFormat("%zu failing", failing.size()));
+        if (r->pass()) return Consumed::kContinue;
+        failing.push_back(seed);
+        const ReplayFinding& f = r->groups.front().first;
+        const std::string where =
+            f.step_index > 0 ? absl::StrFormat("step %d %s", f.step_index, f.step) : f.step;
+        progress.Clear();
+        std::printf("seed=%d FAIL findings=%lld (%zu distinct) first: %s at %s, rank %d: %s\n",
+                    seed, static_cast<long long>(r->findings_total), r->groups.size(),
+                    f.checker.c_str(), where.c_str(), f.rank, f.detail.substr(0, 200).c_str());
+        json.BeginObject().Key("scheduling_seed").Int(seed);
+        json.Key("findings_total").Int(r->findings_total);
+        json.Key("findings_distinct").Int(static_cast<int64_t>(r->groups.size()));
+        json.Key("first_checker").String(f.checker).Key("first_step").String(f.step);
+        json.Key("first_rank").Int(f.rank).Key("first_detail").String(f.detail).EndObject();
+        return Consumed::kContinue;
+      });
+  if (!error.ok()) return BadInput(std::string(error.message()));
   progress.Clear();
   json.EndArray();
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -114,32 +152,43 @@ int RunSeedSweep(const Scenario& scenario, const FaultSet& faults, const ReplayC
   return failing.empty() ? 0 : 1;
 }
 
-// --check-determinism: the same seed twice must give the same report, byte for byte.
-// A crash or hang of the collective fails the run in this mode too (the reports may well agree).
+// --check-determinism: the same seed twice must give the same report, byte for byte. With
+// --jobs of 2 or more the two replays run at once, on two threads. A crash or hang of the
+// collective fails the run in this mode too (the reports may well agree).
 int CheckDeterminism(const Scenario& scenario, const FaultSet& faults, uint64_t seed,
                      const ReplayCommand& c, Fidelity fidelity) {
   std::string text[2];
-  const ReplayFinding* broke = nullptr;
-  ReplayReport reports[2];
-  for (int i = 0; i < 2; ++i) {
-    absl::StatusOr<ReplayReport> r =
-        ReplayOnSim(scenario, faults, seed, c.pieces, fidelity, c.run.collective, c.hang_seconds);
-    if (!r.ok()) return BadInput(std::string(r.status().message()));
-    reports[i] = *std::move(r);
-    text[i] = FormatReportText(reports[i]) + FormatReportJson(reports[i]);
-    for (const ReplayFinding& f : reports[i].findings) {
-      if (broke == nullptr && (f.kind == ReplayFindingKind::kCollectiveCrash ||
-                               f.kind == ReplayFindingKind::kCollectiveHang)) {
-        broke = &f;
-      }
-    }
-  }
+  std::optional<ReplayFinding> broke;
+  MemoryLimit limit;
+  const int jobs = Jobs(scenario, c, fidelity, 2, &limit);
+  absl::Status error;
+  RunOrdered<absl::StatusOr<ReplayReport>>(
+      2, jobs, [](int64_t) { return 0; },
+      [&](int64_t) {
+        return ReplayOnSim(scenario, faults, seed, c.pieces, fidelity, c.run.collective,
+                           c.hang_seconds, limit);
+      },
+      [&](int64_t i, absl::StatusOr<ReplayReport>& r) {
+        if (!r.ok()) {
+          error = r.status();
+          return Consumed::kStop;
+        }
+        text[i] = FormatReportText(*r) + FormatReportJson(*r);
+        for (const ReplayFinding& f : r->findings) {
+          if (!broke.has_value() && (f.kind == ReplayFindingKind::kCollectiveCrash ||
+                                     f.kind == ReplayFindingKind::kCollectiveHang)) {
+            broke = f;
+          }
+        }
+        return Consumed::kContinue;
+      });
+  if (!error.ok()) return BadInput(std::string(error.message()));
   if (text[0] == text[1]) {
     std::printf("determinism: seed %llu, inject %s: two runs gave identical reports (%zu bytes)\n",
                 static_cast<unsigned long long>(seed), faults.ToString().c_str(), text[0].size());
-    if (broke == nullptr) return 0;
+    if (!broke.has_value()) return 0;
   }
-  if (broke != nullptr) {
+  if (broke.has_value()) {
     std::printf("determinism: the collective failed: %s: %s\n", broke->checker.c_str(),
                 broke->detail.c_str());
     if (text[0] == text[1]) return 1;

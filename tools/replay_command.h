@@ -23,7 +23,8 @@ struct ReplayCommand {
   int pieces = 2;
   int seeds = 0;                   // sim: > 0 replays seeds 1..seeds and reports failing seeds
   bool check_determinism = false;  // sim: replay one seed twice, compare the report bytes
-  RunFlags run;                    // --collective, --json (the report), --quiet
+  int jobs = 0;  // sim, --seeds and --check-determinism: runs at once; 0: AvailableCores()
+  RunFlags run;  // --collective, --json (the report), --quiet
   // --timeout: a plugin runs in a worker process; a step it has not ended after this many
   // seconds is a collective_hang finding (tools/isolated_replay.h).
   int hang_seconds = kDefaultHangSeconds;

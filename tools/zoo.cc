@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -22,6 +23,7 @@
 #include "common/scenario/report.h"
 #include "common/scenario/scenario_loader.h"
 #include "sim/sim_device.h"
+#include "tools/ordered_parallel.h"
 #include "tools/progress.h"
 #include "tools/sim_replay.h"
 
@@ -195,25 +197,74 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+using Checkers = absl::StatusOr<std::set<std::string>>;
+using Take = std::function<bool(int seed, const std::set<std::string>& checkers)>;
+
+// The zoo's seed loops, run together: each row runs run(seed) for seeds 1..seeds and takes the
+// results in seed order with take(seed, checkers) until take returns false (a fault found: the
+// row runs no later seed). Runs go seed by seed across the rows (seed 1 of every row first), on
+// `jobs` threads: threads find work in other rows while a row is still running, and a row that
+// ends at its first seed wastes no run. The results are taken in that order for any number of
+// threads, so the report is the same. The first error in that order ends everything.
+class ZooRuns {
+ public:
+  // `seconds`, when given, adds up the times of the row's runs.
+  void Add(std::function<Checkers(int)> run, Take take, double* seconds = nullptr) {
+    rows_.push_back(Row{std::move(run), std::move(take), seconds});
+  }
+
+  absl::Status Run(int seeds, int jobs) {
+    struct Timed {
+      Checkers found;
+      double seconds = 0;
+    };
+    const int64_t rows = static_cast<int64_t>(rows_.size());
+    const auto seed_of = [rows](int64_t i) { return static_cast<int>(i / rows + 1); };
+    absl::Status error;
+    RunOrdered<Timed>(
+        rows * seeds, jobs, [rows](int64_t i) { return i % rows; },
+        [&](int64_t i) {
+          const auto start = std::chrono::steady_clock::now();
+          Checkers found = rows_[i % rows].run(seed_of(i));
+          return Timed{std::move(found), SecondsSince(start)};
+        },
+        [&](int64_t i, Timed& t) {
+          const Row& row = rows_[i % rows];
+          if (row.seconds != nullptr) *row.seconds += t.seconds;
+          if (!t.found.ok()) {
+            error = t.found.status();
+            return Consumed::kStop;
+          }
+          return row.take(seed_of(i), *t.found) ? Consumed::kContinue : Consumed::kEndGroup;
+        });
+    return error;
+  }
+
+ private:
+  struct Row {
+    std::function<Checkers(int)> run;
+    Take take;
+    double* seconds;
+  };
+  std::vector<Row> rows_;
+};
+
 // The collective under test with no fault, on one scenario over seeds 1..seeds: `run(seed)` gives
 // the checkers of one run (any is a failing run); `ran` follows every run.
-absl::Status RunCleanRow(int seeds,
-                         const std::function<absl::StatusOr<std::set<std::string>>(int)>& run,
-                         const std::function<void()>& ran, ZooCleanRow& row) {
-  const auto start = std::chrono::steady_clock::now();
-  for (int seed = 1; seed <= seeds; ++seed) {
-    absl::StatusOr<std::set<std::string>> found = run(seed);
-    if (!found.ok()) return found.status();
-    ++row.seeds_run;
-    ran();
-    if (found->empty()) continue;
-    if (row.failing_runs++ == 0) {
-      row.first_failing_seed = seed;
-      row.checkers = absl::StrJoin(*found, ",");
-    }
-  }
-  row.seconds = SecondsSince(start);
-  return absl::OkStatus();
+void AddCleanRow(ZooRuns& runs, std::function<Checkers(int)> run, std::function<void()> ran,
+                 ZooCleanRow& row) {
+  runs.Add(
+      std::move(run),
+      [&row, ran = std::move(ran)](int seed, const std::set<std::string>& found) {
+        ++row.seeds_run;
+        ran();
+        if (!found.empty() && row.failing_runs++ == 0) {
+          row.first_failing_seed = seed;
+          row.checkers = absl::StrJoin(found, ",");
+        }
+        return true;
+      },
+      &row.seconds);
 }
 
 // `dmalab zoo --collective=PLUGIN`: the plugin over every zoo scenario and every example
@@ -229,12 +280,15 @@ absl::StatusOr<ZooReport> RunPluginZoo(const ZooOptions& options) {
     ++done;
     if (options.progress) options.progress(done, total);
   };
-  for (const std::string& file : files) {
-    ZooCleanRow row;
-    row.scenario = file;
-    std::optional<Scenario> scenario;
-    if (file != kInPlaceThenAdd) {
-      absl::StatusOr<Scenario> loaded = LoadScenarioFile(options.root + "/" + file);
+  report.clean.resize(files.size());  // rows stay where the runs write them
+  std::deque<std::optional<Scenario>> scenarios;
+  ZooRuns runs;
+  for (size_t f = 0; f < files.size(); ++f) {
+    ZooCleanRow& row = report.clean[f];
+    row.scenario = files[f];
+    std::optional<Scenario>& scenario = scenarios.emplace_back();
+    if (files[f] != kInPlaceThenAdd) {
+      absl::StatusOr<Scenario> loaded = LoadScenarioFile(options.root + "/" + files[f]);
       if (!loaded.ok()) return loaded.status();
       scenario = *std::move(loaded);
       if (scenario->wire != WireMode::kNative) {
@@ -242,19 +296,19 @@ absl::StatusOr<ZooReport> RunPluginZoo(const ZooOptions& options) {
       }
     }
     if (row.skipped.empty()) {
-      const auto run = [&](int seed) {
+      const auto run = [&options, &scenario](int seed) {
         return scenario ? RunPlugin(*scenario, options.collective, seed, options.fidelity,
                                     options.hang_seconds)
                         : RunInPlaceThenAddIsolated(options.collective, seed, options.fidelity,
                                                     options.hang_seconds);
       };
-      DMALAB_RETURN_IF_ERROR(RunCleanRow(options.seeds, run, ran, row));
+      AddCleanRow(runs, run, ran, row);
     } else {
       done += options.seeds;
       if (options.progress) options.progress(done, total);
     }
-    report.clean.push_back(row);
   }
+  DMALAB_RETURN_IF_ERROR(runs.Run(options.seeds, options.jobs));
   report.seconds = SecondsSince(start);
   return report;
 }
@@ -298,67 +352,81 @@ absl::StatusOr<ZooReport> RunZoo(const ZooOptions& options) {
     done += runs;
     if (options.progress) options.progress(done, total);
   };
+  ZooRuns runs;
+  // Rows stay where the runs write them: sized before any is added.
   for (const ZooCase& c : Catalog()) {
     for (const std::string& file : c.scenarios) {
-      ZooRow row;
+      ZooRow& row = report.faults.emplace_back();
       row.fault = c.fault;
       row.scenario = file;
       row.benign = c.benign;
-      for (int seed = 1; seed <= options.seeds && !row.detected; ++seed) {
-        absl::StatusOr<std::set<std::string>> found =
-            RunCase(scenarios, file, FaultSet().Add(c.fault), seed, options.fidelity);
-        if (!found.ok()) return found.status();
-        ++row.seeds_run;
-        ran(1);
-        if (found->empty()) continue;
-        ran(options.seeds - seed);  // the seeds a detected row skips
-        row.detected = true;
-        row.first_seed = seed;
-        row.checkers = absl::StrJoin(*found, ",");
-      }
-      report.faults.push_back(row);
     }
   }
-  for (const std::string& file : ZooScenarios()) {
-    ZooCleanRow row;
-    row.scenario = file;
-    const auto run = [&](int seed) {
-      return RunCase(scenarios, file, FaultSet(), seed, options.fidelity);
-    };
-    DMALAB_RETURN_IF_ERROR(RunCleanRow(
-        options.seeds, run, [&] { ran(1); }, row));
-    report.clean.push_back(row);
-  }
+  report.clean.resize(ZooScenarios().size());
+  std::deque<Scenario> plugin_scenarios;
   if (!options.plugins_dir.empty()) {
     for (const PluginCase& c : PluginCatalog()) {
       absl::StatusOr<Scenario> scenario = LoadScenarioFile(options.root + "/" + c.scenario);
       if (!scenario.ok()) return scenario.status();
-      ZooPluginRow row;
+      plugin_scenarios.push_back(*std::move(scenario));
+      ZooPluginRow& row = report.plugins.emplace_back();
       row.plugin = c.plugin;
       row.fixed = c.fixed;
       row.scenario = c.scenario;
-      const std::string bug = absl::StrCat(options.plugins_dir, "/", c.plugin, ".so");
-      const std::string fix = absl::StrCat(options.plugins_dir, "/", c.fixed, ".so");
-      for (int seed = 1; seed <= options.seeds && !row.detected; ++seed) {
-        absl::StatusOr<std::set<std::string>> found =
-            RunPlugin(*scenario, bug, seed, options.fidelity, options.hang_seconds);
-        if (!found.ok()) return found.status();
-        ++row.seeds_run;
-        if (found->empty()) continue;
-        row.detected = true;
-        row.first_seed = seed;
-        row.checkers = absl::StrJoin(*found, ",");
-      }
-      for (int seed = 1; seed <= options.seeds; ++seed) {
-        absl::StatusOr<std::set<std::string>> found =
-            RunPlugin(*scenario, fix, seed, options.fidelity, options.hang_seconds);
-        if (!found.ok()) return found.status();
-        ++row.fixed_seeds_run;
-        if (!found->empty()) ++row.fixed_failing_runs;
-      }
-      report.plugins.push_back(row);
     }
   }
+  for (ZooRow& row : report.faults) {
+    const auto run = [&options, &scenarios, &row](int seed) {
+      return RunCase(scenarios, row.scenario, FaultSet().Add(row.fault), seed, options.fidelity);
+    };
+    runs.Add(run, [&options, &row, ran](int seed, const std::set<std::string>& found) {
+      ++row.seeds_run;
+      ran(1);
+      if (found.empty()) return true;
+      ran(options.seeds - seed);  // the seeds a detected row skips
+      row.detected = true;
+      row.first_seed = seed;
+      row.checkers = absl::StrJoin(found, ",");
+      return false;
+    });
+  }
+  for (size_t f = 0; f < ZooScenarios().size(); ++f) {
+    ZooCleanRow& row = report.clean[f];
+    row.scenario = ZooScenarios()[f];
+    const auto run = [&options, &scenarios, &row](int seed) {
+      return RunCase(scenarios, row.scenario, FaultSet(), seed, options.fidelity);
+    };
+    AddCleanRow(
+        runs, run, [ran] { ran(1); }, row);
+  }
+  for (size_t p = 0; p < report.plugins.size(); ++p) {
+    ZooPluginRow& row = report.plugins[p];
+    const Scenario& scenario = plugin_scenarios[p];
+    const std::string bug = absl::StrCat(options.plugins_dir, "/", row.plugin, ".so");
+    const std::string fix = absl::StrCat(options.plugins_dir, "/", row.fixed, ".so");
+    runs.Add(
+        [&options, &scenario, bug](int seed) {
+          return RunPlugin(scenario, bug, seed, options.fidelity, options.hang_seconds);
+        },
+             [&row](int seed, const std::set<std::string>& found) {
+               ++row.seeds_run;
+               if (found.empty()) return true;
+               row.detected = true;
+               row.first_seed = seed;
+               row.checkers = absl::StrJoin(found, ",");
+               return false;
+             });
+    runs.Add(
+        [&options, &scenario, fix](int seed) {
+          return RunPlugin(scenario, fix, seed, options.fidelity, options.hang_seconds);
+        },
+             [&row](int, const std::set<std::string>& found) {
+               ++row.fixed_seeds_run;
+               if (!found.empty()) ++row.fixed_failing_runs;
+               return true;
+             });
+  }
+  DMALAB_RETURN_IF_ERROR(runs.Run(options.seeds, options.jobs));
   report.seconds = SecondsSince(start);
   return report;
 }
@@ -554,6 +622,7 @@ int RunZooCommand(const ZooCommand& command) {
   };
   ZooOptions options;
   options.seeds = command.seeds;
+  options.jobs = command.jobs > 0 ? command.jobs : AvailableCores();
   if (options.seeds < 1)
     return bad_input(absl::StrFormat("--seeds is %d; must be >= 1", options.seeds));
   absl::StatusOr<Fidelity> fidelity = ParseFidelity(command.fidelity);

@@ -32,6 +32,9 @@ struct ZooOptions {
   // Every run of a plugin is in a worker process (tools/isolated_run.h): its crash or exit is a
   // failing run (collective_crash), and so is a step longer than this (collective_hang).
   int hang_seconds = kDefaultHangSeconds;
+  // Runs made at once, on this many threads; results are taken in seed order, so the report is
+  // the same for any number (but its times).
+  int jobs = 1;
   // Optional: called after every run with the runs done and the most the zoo can run (a fault
   // row stops at its first detection; the runs it skips count as done).
   std::function<void(int64_t done, int64_t total)> progress;
@@ -40,6 +43,7 @@ struct ZooOptions {
 // `dmalab zoo`'s flags.
 struct ZooCommand {
   int seeds = 20;
+  int jobs = 0;  // 0: AvailableCores()
   std::string fidelity = "values";
   // --root: the folder holding scenarios/ and tests/zoo/ (a source tree or an install's
   // share/dmalab); empty: search (FindZooRoot).
@@ -75,7 +79,7 @@ struct ZooCleanRow {
   // Why the scenario did not run (a plugin and a compressed wire, which is the ring's option);
   // empty when it ran.
   std::string skipped;
-  double seconds = 0;
+  double seconds = 0;  // the time of its runs, added up (they may run at once, with others)
 };
 
 // A third-party collective with a known bug (examples/plugins/) against its scenario, and the

@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "common/core/codec.h"
 #include "common/core/dtype.h"
+#include "common/core/host_simd.h"
 
 namespace dmalab {
 
@@ -15,7 +16,8 @@ constexpr int64_t kChunkElems = kCodecBlockElems;
 
 // One chunk of a plain buffer of `dtype` (at `data`), widened exactly to fp32. Fixed trip counts
 // and __restrict let GCC vectorize these loops at -O2.
-void LoadPlainChunk(DType dtype, const uint8_t* __restrict data, float* __restrict out) {
+[[gnu::always_inline]] inline void LoadPlainChunk(DType dtype, const uint8_t* __restrict data,
+                                                  float* __restrict out) {
   switch (dtype) {
     case DType::kBF16:
       for (int64_t i = 0; i < kChunkElems; ++i) {
@@ -38,7 +40,8 @@ void LoadPlainChunk(DType dtype, const uint8_t* __restrict data, float* __restri
 }
 
 // Rounds one chunk to `dtype` (nearest even) into a plain buffer at `data`.
-void StorePlainChunk(DType dtype, const float* __restrict v, uint8_t* __restrict data) {
+[[gnu::always_inline]] inline void StorePlainChunk(DType dtype, const float* __restrict v,
+                                                   uint8_t* __restrict data) {
   switch (dtype) {
     case DType::kBF16:
       for (int64_t i = 0; i < kChunkElems; ++i) {
@@ -60,7 +63,8 @@ void StorePlainChunk(DType dtype, const float* __restrict v, uint8_t* __restrict
 
 // Decodes elements [first, first + 128) of an operand of `elems` elements; for a block codec
 // that is exactly block first / 128.
-void LoadChunk(DType dtype, const HostOperand& op, int64_t elems, int64_t first, float* out) {
+[[gnu::always_inline]] inline void LoadChunk(DType dtype, const HostOperand& op, int64_t elems,
+                                             int64_t first, float* out) {
   if (op.codec == Codec::kPlain) {
     LoadPlainChunk(dtype, op.data + first * DTypeBytes(dtype), out);
     return;
@@ -69,8 +73,8 @@ void LoadChunk(DType dtype, const HostOperand& op, int64_t elems, int64_t first,
 }
 
 // Encodes 128 sums into elements [first, first + 128) of dst.
-void StoreChunk(DType dtype, uint8_t* dst, Codec codec, int64_t elems, int64_t first,
-                const float* sums) {
+[[gnu::always_inline]] inline void StoreChunk(DType dtype, uint8_t* dst, Codec codec, int64_t elems,
+                                              int64_t first, const float* sums) {
   if (codec == Codec::kPlain) {
     StorePlainChunk(dtype, sums, dst + first * DTypeBytes(dtype));
     return;
@@ -80,9 +84,47 @@ void StoreChunk(DType dtype, uint8_t* dst, Codec codec, int64_t elems, int64_t f
   StoreBlockScale(dst, elems, first / kChunkElems, scale);
 }
 
-void AddChunk(float* __restrict acc, const float* __restrict term) {
+[[gnu::always_inline]] inline void AddChunk(float* __restrict acc, const float* __restrict term) {
   for (int64_t i = 0; i < kChunkElems; ++i) acc[i] = acc[i] + term[i];
 }
+
+// One chunk (a block, for block codecs) at a time through fp32 buffers: every term of a chunk is
+// read before dst's chunk is written, so dst may alias a term, and the dtype and codec dispatch
+// happens once per chunk, not per element. Operands were checked.
+[[gnu::always_inline]] inline void ReduceChunks(DType dtype, uint8_t* dst, Codec dst_codec,
+                                                absl::Span<const HostOperand> terms,
+                                                int64_t elems) {
+  float acc[kChunkElems];
+  float term[kChunkElems];
+  const int64_t full_elems = elems - elems % kChunkElems;
+  for (int64_t first = 0; first < full_elems; first += kChunkElems) {
+    LoadChunk(dtype, terms[0], elems, first, acc);
+    for (size_t t = 1; t < terms.size(); ++t) {
+      LoadChunk(dtype, terms[t], elems, first, term);
+      AddChunk(acc, term);
+    }
+    StoreChunk(dtype, dst, dst_codec, elems, first, acc);
+  }
+  // A partial last chunk has plain operands only (block codecs need whole blocks): element-wise,
+  // with the same arithmetic.
+  for (int64_t i = full_elems; i < elems; ++i) {
+    float sum = LoadAsFloat(dtype, terms[0].data, i);
+    for (size_t t = 1; t < terms.size(); ++t) sum = sum + LoadAsFloat(dtype, terms[t].data, i);
+    StoreFromFloat(dtype, dst, i, sum);
+  }
+}
+
+void ReduceChunksPortable(DType dtype, uint8_t* dst, Codec dst_codec,
+                          absl::Span<const HostOperand> terms, int64_t elems) {
+  ReduceChunks(dtype, dst, dst_codec, terms, elems);
+}
+
+#ifdef DMALAB_HOST_AVX512
+DMALAB_AVX512_TARGET void ReduceChunksAvx512(DType dtype, uint8_t* dst, Codec dst_codec,
+                                             absl::Span<const HostOperand> terms, int64_t elems) {
+  ReduceChunks(dtype, dst, dst_codec, terms, elems);
+}
+#endif
 
 // Checks what ReduceHost can do with one operand (`what` names it in the error).
 absl::Status CheckHostOperand(DType dtype, Codec codec, const uint8_t* data, const uint8_t* dst,
@@ -133,6 +175,14 @@ absl::Status ValidateReduce(DType dtype, const Operand& dst, absl::Span<const Op
   if (absl::Status s = check(dst, "dst"); !s.ok()) return s;
   for (size_t i = 0; i < terms.size(); ++i) {
     if (absl::Status s = check(terms[i], absl::StrFormat("terms[%d]", i)); !s.ok()) return s;
+    // ReduceHost's rule, checked at enqueue so that a device never runs a reduce it cannot do.
+    if (terms[i].mem.rank == dst.mem.rank && terms[i].mem.addr == dst.mem.addr &&
+        terms[i].codec != dst.codec) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "reduce: terms[%d] aliases dst with codec %s, dst has codec %s; an aliased term must "
+          "have dst's codec",
+          i, CodecName(terms[i].codec), CodecName(dst.codec)));
+    }
   }
   return absl::OkStatus();
 }
@@ -146,27 +196,13 @@ absl::Status ReduceHost(DType dtype, uint8_t* dst, Codec dst_codec,
                               absl::StrFormat("terms[%d]", i));
   }
   if (!status.ok()) return status;
-  // One chunk (a block, for block codecs) at a time through fp32 buffers: every term of a chunk
-  // is read before dst's chunk is written, so dst may alias a term, and the dtype and codec
-  // dispatch happens once per chunk, not per element.
-  float acc[kChunkElems];
-  float term[kChunkElems];
-  const int64_t full_elems = elems - elems % kChunkElems;
-  for (int64_t first = 0; first < full_elems; first += kChunkElems) {
-    LoadChunk(dtype, terms[0], elems, first, acc);
-    for (size_t t = 1; t < terms.size(); ++t) {
-      LoadChunk(dtype, terms[t], elems, first, term);
-      AddChunk(acc, term);
-    }
-    StoreChunk(dtype, dst, dst_codec, elems, first, acc);
+#ifdef DMALAB_HOST_AVX512
+  if (HostHasAvx512()) {
+    ReduceChunksAvx512(dtype, dst, dst_codec, terms, elems);
+    return absl::OkStatus();
   }
-  // A partial last chunk has plain operands only (block codecs need whole blocks): element-wise,
-  // with the same arithmetic.
-  for (int64_t i = full_elems; i < elems; ++i) {
-    float sum = LoadAsFloat(dtype, terms[0].data, i);
-    for (size_t t = 1; t < terms.size(); ++t) sum = sum + LoadAsFloat(dtype, terms[t].data, i);
-    StoreFromFloat(dtype, dst, i, sum);
-  }
+#endif
+  ReduceChunksPortable(dtype, dst, dst_codec, terms, elems);
   return absl::OkStatus();
 }
 

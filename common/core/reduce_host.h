@@ -21,7 +21,8 @@ struct HostOperand {
 };
 
 // Checks what Device::Reduce requires of its arguments (shared by all devices): at least one
-// term, block codecs only with bf16 and elems divisible by 128, every operand sized for elems.
+// term, block codecs only with bf16 and elems divisible by 128, every operand sized for elems, a
+// term at dst's address only with dst's codec.
 absl::Status ValidateReduce(DType dtype, const Operand& dst, absl::Span<const Operand> terms,
                             int64_t elems);
 

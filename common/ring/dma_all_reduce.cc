@@ -324,7 +324,7 @@ absl::Status DmaAllReduce::Run(const RingPlan& plan, absl::Span<const TensorView
     };
     for (const PlanOp& op : plan.ranks[r]) {
       const StreamId stream = rs.streams[static_cast<int>(op.stream)];
-      const std::string label = op.Label();
+      const std::string& label = op.label;
       absl::Status s;
       switch (op.kind) {
         case OpKind::kRecord:

@@ -66,6 +66,7 @@ struct PlanOp {
 
   // "rs.k1.p0 copy" style label used in reports.
   std::string Label() const;
+  std::string label;  // Label(), made once by the planner (plans are cached; calls reuse it)
 };
 
 // Sizes of the per-rank slab that peers write into (exported memory).

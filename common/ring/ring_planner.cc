@@ -439,6 +439,7 @@ absl::StatusOr<RingPlan> PlanRing(const RingPlanRequest& req) {
     RankPlanBuilder b(plan, r, &plan.ranks[r], &plan.wire_bytes_sent[r]);
     PlanRank(b, req.wire, req.faults, req.in_place);
     plan.num_events = std::max(plan.num_events, b.events());
+    for (PlanOp& op : plan.ranks[r]) op.label = op.Label();
   }
   return plan;
 }

@@ -40,9 +40,14 @@ uint64_t FillStepSeed(uint64_t step_seed, absl::Span<const int64_t> iterations);
 uint64_t FillKey(uint64_t scenario_seed, uint64_t step_seed, int rank);
 
 // Writes `out.size() / DTypeBytes(dtype)` elements of the fill with this key. For kInt, lo and hi
-// are integers with lo <= hi, exact in dtype.
+// are integers with lo <= hi, exact in dtype. On CPUs with AVX-512 the same arithmetic runs as
+// vector instructions.
 void FillElements(DType dtype, FillKind kind, double lo, double hi, uint64_t key,
                   absl::Span<uint8_t> out);
+// FillElements without vector instructions beyond the build's baseline: the same bytes (tests
+// compare the two).
+void FillElementsPortable(DType dtype, FillKind kind, double lo, double hi, uint64_t key,
+                          absl::Span<uint8_t> out);
 
 // The largest integer magnitude every smaller integer of which dtype represents exactly:
 // 256 for bf16, 2048 for fp16, 2^24 for fp32.

@@ -5,7 +5,9 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <new>
 #include <set>
+#include <utility>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -60,8 +62,26 @@ struct LiveTensor {
 
 // What a buffer holds, as far as the device can say: its bytes (values devices) or its
 // provenance (shadow devices).
+// Leaves new elements uninitialized: a buffer grown for a read is overwritten whole by it, and
+// zero-filling tens of megabytes first would cost as much as the read.
+template <typename T>
+struct UninitializedAllocator : std::allocator<T> {
+  template <typename U>
+  struct rebind {
+    using other = UninitializedAllocator<U>;
+  };
+  template <typename U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+
 struct Contents {
-  std::vector<uint8_t> bytes;
+  std::vector<uint8_t, UninitializedAllocator<uint8_t>> bytes;
   Provenance provenance;
 };
 

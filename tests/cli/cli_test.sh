@@ -48,7 +48,7 @@ done
 
 # --- bad input and usage: exit 2, naming the flag, the value and what is allowed ---------------
 scenario=tests/cli/live_at_end.yaml
-expect_exit 2 "flag '--gpus=2' means nothing to zoo; its flags: --help, --seeds, --fidelity, --root, --timeout, --collective, --collective-options, --json, --quiet" -- zoo --gpus=2
+expect_exit 2 "flag '--gpus=2' means nothing to zoo; its flags: --help, --seeds, --jobs, --fidelity, --root, --timeout, --collective, --collective-options, --json, --quiet" -- zoo --gpus=2
 expect_exit 2 "flag '--topology=x' means nothing to plan" -- plan --topology=x
 expect_exit 2 "flag '--ranks=2' means nothing to replay" -- replay "$scenario" --ranks=2
 expect_exit 2 "flag '--no-such-flag' means nothing to demo" -- demo --no-such-flag
@@ -205,6 +205,26 @@ readme_sweep=$(grep -o '^dmalab sweep .*' README.md | head -1)
 for d in "-b 1M" "-e 16M" "-f 2" "-n 20" "-w 5" "-c 1" "-G 0"; do
   [[ "$readme_sweep" == *"[$d]"* ]] || fail "README's sweep line lacks [$d]: $readme_sweep"
 done
+
+# --- --jobs: seeds on several threads, the same report for any number ----------------------------
+expect_exit 2 "--jobs means nothing without --seeds or --check-determinism" -- replay "$scenario" --jobs=2
+expect_exit 2 "--jobs: value '0' is out of range; allowed: 1 to 4096" -- zoo --jobs=0
+# Times (a number of seconds) are the only bytes that may differ.
+untimed() { sed -E 's/[0-9]+\.[0-9]+( s,|$)/T\1/g' "$1"; }
+for jobs in 1 3; do
+  "$dmalab" zoo --seeds=3 --jobs=$jobs --quiet > "$tmp/zoo.$jobs.txt" || fail "zoo --jobs=$jobs: $(tail -2 "$tmp/zoo.$jobs.txt")"
+  "$dmalab" replay scenarios/explicit_outputs_tp3.yaml --inject=drop-copy-wait --seeds=6 --jobs=$jobs \
+    --quiet > "$tmp/seeds.$jobs.txt"
+  [[ $? -eq 1 ]] || fail "replay --seeds --jobs=$jobs: $(tail -2 "$tmp/seeds.$jobs.txt")"
+done
+cmp -s <(untimed "$tmp/zoo.1.txt") <(untimed "$tmp/zoo.3.txt") ||
+  fail "zoo reports differ with --jobs: $(diff <(untimed "$tmp/zoo.1.txt") <(untimed "$tmp/zoo.3.txt"))"
+cmp -s <(untimed "$tmp/seeds.1.txt") <(untimed "$tmp/seeds.3.txt") ||
+  fail "replay --seeds reports differ with --jobs: $(diff "$tmp/seeds.1.txt" "$tmp/seeds.3.txt")"
+grep -q '^seed=1 FAIL' "$tmp/seeds.3.txt" || fail "replay --seeds --jobs=3: $(head -3 "$tmp/seeds.3.txt")"
+expect_exit 0 "" -- replay "$scenario" --check-determinism --jobs=2
+grep -q '^determinism: seed 3, inject none: two runs gave identical reports' "$tmp/out.txt" ||
+  fail "check-determinism --jobs=2: $(cat "$tmp/out.txt")"
 
 # --- zoo finds its files from anywhere, and says where it looked --------------------------------
 expect_exit 2 "looked in: /nonexistent (--root)" -- zoo --seeds=1 --root=/nonexistent

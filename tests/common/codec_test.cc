@@ -638,5 +638,20 @@ TEST(ReduceHostBlocks, RejectsWhatBlockCodecsCannotDo) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(ValidateReduceTest, ATermAtDstsAddressWithAnotherCodecIsRefusedAtEnqueue) {
+  const MemRef dst{1, 0x1000, EncodedBytes(Codec::kPlain, DType::kBF16, 128), 0};
+  const MemRef coded{1, 0x1000, EncodedBytes(Codec::kInt8Block, DType::kBF16, 128), 0};
+  const Operand plain_dst{dst, Codec::kPlain};
+  EXPECT_EQ(
+      ValidateReduce(DType::kBF16, plain_dst, {Operand{coded, Codec::kInt8Block}}, 128).message(),
+      "reduce: terms[0] aliases dst with codec int8-block, dst has codec plain; an aliased "
+      "term must have dst's codec");
+  // In place with one layout, and the same address on another rank, are fine.
+  EXPECT_TRUE(ValidateReduce(DType::kBF16, plain_dst, {plain_dst, plain_dst}, 128).ok());
+  const MemRef other_rank{2, 0x1000, coded.bytes, 0};
+  EXPECT_TRUE(
+      ValidateReduce(DType::kBF16, plain_dst, {Operand{other_rank, Codec::kInt8Block}}, 128).ok());
+}
+
 }  // namespace
 }  // namespace dmalab

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/core/hash.h"
 #include "common/core/json_writer.h"
 #include "common/core/text_escape.h"
@@ -158,6 +159,33 @@ TEST(FillTest, RandomFillsStayInRange) {
     const float v = LoadAsFloat(DType::kFP32, out.data(), i);
     ASSERT_GE(v, 2.0f);
     ASSERT_LE(v, 3.0f);
+  }
+}
+
+TEST(FillTest, VectorAndPortableCodeGiveTheSameBytesAsTheFormula) {
+  for (DType dtype : {DType::kBF16, DType::kFP16, DType::kFP32}) {
+    for (FillKind kind : {FillKind::kInt, FillKind::kRandom}) {
+      for (int64_t elems : {0, 1, 63, 64, 65, 1000, 4099}) {
+        SCOPED_TRACE(absl::StrFormat("%s kind %d elems %d", DTypeName(dtype), kind, elems));
+        const double lo = kind == FillKind::kInt ? -100 : -1.5,
+                     hi = kind == FillKind::kInt ? 27 : 2;
+        const uint64_t key = FillKey(7, static_cast<uint64_t>(elems), 2);
+        std::vector<uint8_t> fast(elems * DTypeBytes(dtype)), portable(fast.size()),
+            want(fast.size());
+        FillElements(dtype, kind, lo, hi, key, absl::MakeSpan(fast));
+        FillElementsPortable(dtype, kind, lo, hi, key, absl::MakeSpan(portable));
+        // fill.h's formula, element by element.
+        for (int64_t i = 0; i < elems; ++i) {
+          const uint64_t u = SplitMix64(key + static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ull);
+          const double v = kind == FillKind::kInt
+                               ? lo + static_cast<double>(((u >> 32) * 128) >> 32)
+                               : lo + static_cast<double>(u >> 40) / 16777216.0 * (hi - lo);
+          StoreFromFloat(dtype, want.data(), i, static_cast<float>(v));
+        }
+        EXPECT_EQ(fast, want);
+        EXPECT_EQ(portable, want);
+      }
+    }
   }
 }
 

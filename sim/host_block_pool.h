@@ -1,0 +1,61 @@
+// Host memory behind the simulator's segments (values fidelity): page-aligned blocks mapped from
+// the kernel and recycled across SimDevices of one process.
+//
+// Why recycle: the first touch of a freshly mapped page costs a page fault and the kernel's
+// zeroing, which on virtual machines is slower than copying the page; a seed campaign builds one
+// device per seed, and without recycling every seed would pay that again for every byte.
+// Recycled blocks hold old bytes; SimMemory tracks which bytes were written and fills the rest
+// with its fresh pattern before anything reads them, so nothing can tell a recycled block from
+// a new one.
+//
+// Bound: a released block is kept only while the blocks kept plus the blocks in use stay within
+// the most the process has had in use at once; a miss releases kept blocks before it maps a new
+// one. So the process never holds more than its peak in-use bytes.
+#ifndef DMALAB_SIM_HOST_BLOCK_POOL_H_
+#define DMALAB_SIM_HOST_BLOCK_POOL_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+
+namespace dmalab {
+
+// One block; returns itself to the pool when destroyed.
+class HostBlock {
+ public:
+  HostBlock() = default;
+  HostBlock(HostBlock&& other) noexcept;
+  HostBlock& operator=(HostBlock&& other) noexcept;
+  HostBlock(const HostBlock&) = delete;
+  HostBlock& operator=(const HostBlock&) = delete;
+  ~HostBlock();
+
+  uint8_t* data() const { return data_; }
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  friend absl::StatusOr<HostBlock> AcquireHostBlock(uint64_t bytes);
+  HostBlock(uint8_t* data, uint64_t bytes) : data_(data), bytes_(bytes) {}
+  uint8_t* data_ = nullptr;
+  uint64_t bytes_ = 0;
+};
+
+// A block of exactly `bytes` (a multiple of kHostBlockAlign): a kept one of that size, else a
+// new mapping. Its contents are unspecified. Fails with ResourceExhausted, naming the size and
+// the system's reason, when the host cannot map it; never aborts. Thread-safe.
+absl::StatusOr<HostBlock> AcquireHostBlock(uint64_t bytes);
+
+inline constexpr uint64_t kHostBlockAlign = uint64_t{2} << 20;
+
+// What the pool holds now: blocks in use and kept for reuse, in bytes (for tests and reports).
+struct HostBlockPoolStats {
+  uint64_t in_use = 0;
+  uint64_t kept = 0;
+  uint64_t peak_in_use = 0;
+  uint64_t mapped_total = 0;  // bytes ever mapped
+};
+HostBlockPoolStats GetHostBlockPoolStats();
+
+}  // namespace dmalab
+
+#endif  // DMALAB_SIM_HOST_BLOCK_POOL_H_

@@ -1,0 +1,211 @@
+// The simulated allocator (sim/sim_memory.h): impossible requests are refused with a message,
+// never an abort or a wrapped address; fresh bytes read as all ones however lazily they are
+// filled, and whatever host block (new or recycled) backs them.
+#include "sim/sim_memory.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <set>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "sim/host_block_pool.h"
+#include "sim/sim_device.h"
+
+namespace dmalab {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr uint8_t kFresh = 0xff;  // what never-written device memory reads as (design)
+
+std::vector<uint8_t> ReadBack(SimMemory& m, uint64_t addr, uint64_t bytes) {
+  absl::StatusOr<uint8_t*> p = m.Bytes(addr, bytes);
+  EXPECT_TRUE(p.ok()) << p.status();
+  if (!p.ok()) return {};
+  return std::vector<uint8_t>(*p, *p + bytes);
+}
+
+TEST(SimMemoryLimitsTest, TwoToThe62BytesIsRefusedNamingSizeRankAndHoldings) {
+  for (bool payload : {true, false}) {
+    SimMemory m(/*rank=*/2, /*world=*/4, payload);
+    ASSERT_TRUE(m.Allocate(4096, "small").ok());
+    absl::StatusOr<MemRef> r = m.Allocate(uint64_t{1} << 62, "huge");
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_EQ(r.status().message(),
+              "allocate on rank 2 ('huge'): 4611686018427387904 bytes (4294967296.0 GiB); a "
+              "simulated rank holds at most 549755813888 bytes (512.0 GiB); rank 2 holds "
+              "2097152 bytes (0.0 GiB) in 1 segments (4096 bytes live in 1 allocations)");
+  }
+}
+
+TEST(SimMemoryLimitsTest, MaxUint64BytesIsRefusedAndLaterAllocationsDoNotOverlap) {
+  SimMemory m(0, 1);
+  absl::StatusOr<MemRef> r = m.Allocate(std::numeric_limits<uint64_t>::max(), "max");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("allocate on rank 0 ('max'): 18446744073709551615 bytes"));
+  absl::StatusOr<MemRef> a = m.Allocate(4096, "a");
+  absl::StatusOr<MemRef> b = m.Allocate(4096, "b");
+  ASSERT_TRUE(a.ok());
+  ASSERT_TRUE(b.ok());
+  EXPECT_NE(a->addr, b->addr);
+  EXPECT_GE(b->addr, a->addr + 4096);
+  EXPECT_EQ(m.reserved_bytes(), SimMemory::kSegmentAlign);
+  EXPECT_EQ(m.live_bytes(), 8192u);
+}
+
+TEST(SimMemoryLimitsTest, EveryRequestJustPastTheLimitIsRefused) {
+  for (uint64_t bytes :
+       {SimMemory::kMaxBytesPerRank + 1, std::numeric_limits<uint64_t>::max() - 510,
+        std::numeric_limits<uint64_t>::max() - SimMemory::kSegmentAlign + 2}) {
+    SimMemory m(0, 1, /*with_payload=*/false);
+    EXPECT_EQ(m.Allocate(bytes, "x").status().code(), absl::StatusCode::kResourceExhausted)
+        << bytes;
+    EXPECT_EQ(m.reserved_bytes(), 0u);
+  }
+}
+
+TEST(SimMemoryLimitsTest, ARankHoldsAtMostTheLimitInSegments) {
+  // Shadow: no payload, so half a terabyte of address space costs nothing on the host.
+  SimMemory m(1, 2, /*with_payload=*/false);
+  ASSERT_TRUE(m.Allocate(SimMemory::kMaxBytesPerRank, "all").ok());
+  absl::StatusOr<MemRef> more = m.Allocate(512, "more");
+  ASSERT_FALSE(more.ok());
+  EXPECT_EQ(more.status().message(),
+            "allocate on rank 1 ('more'): 512 bytes (0.0 GiB) needs a new segment of 2097152 "
+            "bytes (0.0 GiB), and a simulated rank holds at most 549755813888 bytes (512.0 "
+            "GiB); rank 1 holds 549755813888 bytes (512.0 GiB) in 1 segments (549755813888 "
+            "bytes live in 1 allocations)");
+}
+
+TEST(SimMemoryLimitsTest, TheDeviceRefusesTooLargeAllocationsWithoutAborting) {
+  SimDevice dev(2, 1);
+  EXPECT_EQ(dev.Allocate(1, uint64_t{1} << 62, "huge").status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(dev.Allocate(1, std::numeric_limits<uint64_t>::max(), "max").status().code(),
+            absl::StatusCode::kResourceExhausted);
+  absl::StatusOr<MemRef> a = dev.Allocate(1, 4096, "a");
+  absl::StatusOr<MemRef> b = dev.Allocate(1, 4096, "b");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE(a->addr, b->addr);
+}
+
+TEST(SimMemoryLimitsTest, RangesReachingPastTheEndOfAddressesAreOutside) {
+  SimMemory m(0, 1);
+  absl::StatusOr<MemRef> a = m.Allocate(4096, "a");
+  ASSERT_TRUE(a.ok());
+  EXPECT_TRUE(m.CheckRange(a->addr, SimMemory::kSegmentAlign).ok());
+  EXPECT_FALSE(m.CheckRange(a->addr, SimMemory::kSegmentAlign + 1).ok());
+  // addr + bytes wraps to a small number: still outside.
+  EXPECT_FALSE(m.CheckRange(a->addr + 8, std::numeric_limits<uint64_t>::max() - 4).ok());
+  EXPECT_EQ(m.CheckRange(a->addr - 1, 2).message(),
+            absl::StrFormat("rank 0: 2 bytes at 0x%x are not inside device memory", a->addr - 1));
+}
+
+TEST(SimMemoryFreshTest, NeverWrittenBytesReadAsAllOnes) {
+  SimMemory m(0, 1);
+  absl::StatusOr<MemRef> a = m.Allocate(3 * SimMemory::kFreshPage + 100, "a");
+  ASSERT_TRUE(a.ok());
+  const uint64_t pages = SimMemory::kSegmentAlign / SimMemory::kFreshPage;
+  EXPECT_EQ(m.fresh_pages(), pages);  // nothing filled at allocation
+  EXPECT_EQ(ReadBack(m, a->addr, a->bytes), std::vector<uint8_t>(a->bytes, kFresh));
+  EXPECT_EQ(m.fresh_pages(), pages - 4);  // the four pages read, filled just then
+}
+
+TEST(SimMemoryFreshTest, AnOverwriteKeepsTheFreshBytesBesideItInPartlyCoveredPages) {
+  SimMemory m(0, 1);
+  absl::StatusOr<MemRef> a = m.Allocate(4 * SimMemory::kFreshPage, "a");
+  ASSERT_TRUE(a.ok());
+  const uint64_t lo = 100, hi = 3 * SimMemory::kFreshPage + 7;
+  absl::StatusOr<uint8_t*> w = m.BytesToOverwrite(a->addr + lo, hi - lo);
+  ASSERT_TRUE(w.ok());
+  std::memset(*w, 0x12, hi - lo);
+  std::vector<uint8_t> want(a->bytes, kFresh);
+  std::fill(want.begin() + lo, want.begin() + hi, 0x12);
+  EXPECT_EQ(ReadBack(m, a->addr, a->bytes), want);
+}
+
+TEST(SimMemoryFreshTest, AWholePageOverwriteIsNotFilledFirst) {
+  SimMemory m(0, 1);
+  absl::StatusOr<MemRef> a = m.Allocate(8 * SimMemory::kFreshPage, "a");
+  ASSERT_TRUE(a.ok());
+  const uint64_t before = m.fresh_pages();
+  // Pages 1..5 whole, and parts of pages 0 and 6.
+  ASSERT_TRUE(m.BytesToOverwrite(a->addr + 10, 6 * SimMemory::kFreshPage).ok());
+  EXPECT_EQ(m.fresh_pages(), before - 7);
+  // Within one page: that page is filled (its other bytes stay fresh).
+  ASSERT_TRUE(m.BytesToOverwrite(a->addr + 7 * SimMemory::kFreshPage + 8, 8).ok());
+  EXPECT_EQ(m.fresh_pages(), before - 8);
+  const std::vector<uint8_t> page7 =
+      ReadBack(m, a->addr + 7 * SimMemory::kFreshPage, SimMemory::kFreshPage);
+  EXPECT_EQ(page7[0], kFresh);
+  EXPECT_EQ(page7[16], kFresh);
+}
+
+TEST(SimMemoryFreshTest, ARecycledHostBlockReadsFreshAgain) {
+  const uint64_t bytes = 3 * SimMemory::kSegmentAlign;  // a size no other test maps
+  uint64_t mapped_after_first = 0;
+  {
+    SimMemory m(0, 1);
+    absl::StatusOr<MemRef> a = m.Allocate(bytes, "dirty");
+    ASSERT_TRUE(a.ok());
+    absl::StatusOr<uint8_t*> w = m.BytesToOverwrite(a->addr, bytes);
+    ASSERT_TRUE(w.ok());
+    std::memset(*w, 0x5a, bytes);
+    mapped_after_first = GetHostBlockPoolStats().mapped_total;
+  }  // the block goes back to the pool with 0x5a in every byte
+  SimMemory m(0, 1);
+  absl::StatusOr<MemRef> a = m.Allocate(bytes, "again");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(GetHostBlockPoolStats().mapped_total, mapped_after_first);  // recycled, not mapped
+  EXPECT_EQ(ReadBack(m, a->addr, bytes), std::vector<uint8_t>(bytes, kFresh));
+}
+
+TEST(SimMemoryFreshTest, FreedAndReusedBlocksKeepTheirBytesAsACachingAllocatorDoes) {
+  SimMemory m(0, 1);
+  absl::StatusOr<MemRef> a = m.Allocate(1024, "a");
+  ASSERT_TRUE(a.ok());
+  absl::StatusOr<uint8_t*> w = m.BytesToOverwrite(a->addr, 1024);
+  ASSERT_TRUE(w.ok());
+  std::memset(*w, 7, 1024);
+  ASSERT_TRUE(m.Free(*a, "test").ok());
+  absl::StatusOr<MemRef> b = m.Allocate(1024, "b");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->addr, a->addr);
+  EXPECT_EQ(ReadBack(m, b->addr, 1024), std::vector<uint8_t>(1024, 7));
+}
+
+TEST(HostBlockPoolTest, KeepsNoMoreThanThePeakInUse) {
+  const uint64_t size_a = 5 * kHostBlockAlign, size_b = 7 * kHostBlockAlign;
+  {
+    absl::StatusOr<HostBlock> a = AcquireHostBlock(size_a);
+    ASSERT_TRUE(a.ok());
+  }  // kept
+  const HostBlockPoolStats kept = GetHostBlockPoolStats();
+  {
+    absl::StatusOr<HostBlock> b = AcquireHostBlock(size_b);  // a miss: another size
+    ASSERT_TRUE(b.ok());
+    const HostBlockPoolStats now = GetHostBlockPoolStats();
+    EXPECT_LE(now.in_use + now.kept, now.peak_in_use);
+    EXPECT_GE(now.peak_in_use, kept.peak_in_use);
+  }
+  EXPECT_EQ(AcquireHostBlock(0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(AcquireHostBlock(4096).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(HostBlockPoolTest, AnUnmappableSizeIsAnErrorNotAnAbort) {
+  absl::StatusOr<HostBlock> b = AcquireHostBlock(uint64_t{1} << 62);
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(b.status().message()), HasSubstr("cannot map 4611686018427387904 bytes"));
+}
+
+}  // namespace
+}  // namespace dmalab
