@@ -18,10 +18,8 @@
 #include "tools/host_memory.h"
 #include "tools/npy.h"
 #include "tools/progress.h"
+#include "tools/run_device.h"
 #include "tools/sim_replay.h"
-#ifdef DMALAB_HAVE_CUDA
-#include "hw/cuda_device.h"
-#endif
 
 namespace dmalab {
 namespace {
@@ -31,21 +29,29 @@ int BadInput(const std::string& message) {
   return 2;
 }
 
-absl::StatusOr<std::unique_ptr<Device>> MakeDevice(const ReplayCommand& c, Fidelity fidelity,
-                                                   int world, uint64_t seed) {
-  if (c.backend == "sim") return std::unique_ptr<Device>(new SimDevice(world, seed, fidelity));
-  if (c.backend == "hw") {
-#ifdef DMALAB_HAVE_CUDA
-    absl::StatusOr<std::unique_ptr<CudaDevice>> d = CudaDevice::Create(world, c.gpus);
-    if (!d.ok()) return d.status();
-    return std::unique_ptr<Device>(std::move(*d));
-#else
-    return absl::FailedPreconditionError(
-        "--backend=hw: this build has no CUDA backend (no CUDA toolkit was found)");
-#endif
-  }
-  return absl::InvalidArgumentError(
-      absl::StrFormat("--backend is '%s'; allowed: sim, hw", c.backend));
+// The device of run `run` (1-based) of --seeds: scheduling seed `run` on the simulator; on GPUs
+// perturbation seed perturb + run - 1, or none without --perturb. One run: the command's seeds.
+DeviceChoice ChoiceOf(const ReplayCommand& c, Fidelity fidelity, int run) {
+  DeviceChoice d;
+  d.backend = c.backend;
+  d.gpus = c.gpus;
+  d.fidelity = fidelity;
+  if (c.perturb) d.perturb_seed = *c.perturb + static_cast<uint64_t>(run > 0 ? run - 1 : 0);
+  return d;
+}
+
+absl::StatusOr<ReplayReport> ReplayOnce(const Scenario& scenario, const FaultSet& faults,
+                                        const ReplayCommand& c, Fidelity fidelity, int run,
+                                        uint64_t scheduling_seed) {
+  absl::StatusOr<RunDevice> device =
+      RunDevice::Make(ChoiceOf(c, fidelity, run), scenario.world, scheduling_seed);
+  if (!device.ok()) return device.status();
+  ReplayOptions options;
+  options.collective = c.run.collective;
+  options.faults = faults;
+  options.pieces = c.pieces;
+  if (device->sim() != nullptr) options.max_memory_bytes = AvailableMemoryBytes();
+  return device->Replay(scenario, options);
 }
 
 // Writes rank r of tensor `name` as DIR/FILE.rankR.npy, FILE = DumpFileName(name).
@@ -63,34 +69,43 @@ absl::Status Dump(Device& device, const std::string& dir, const std::string& nam
   return absl::OkStatus();
 }
 
-// --seeds=N: seeds 1..N, one line per failing seed, then a summary. Exit 1 if any failed.
+// --seeds=N: N replays (scheduling seeds 1..N on the simulator, perturbation seeds on GPUs), one
+// line per failing one, then a summary. Exit 1 if any failed.
 int RunSeedSweep(const Scenario& scenario, const FaultSet& faults, const ReplayCommand& c,
                  Fidelity fidelity) {
   const auto start = std::chrono::steady_clock::now();
-  std::vector<int> failing;
+  const bool sim = c.backend == "sim";
+  std::vector<uint64_t> failing;
   JsonWriter json;
   json.BeginObject();
   WriteJsonPreamble(json, "replay");
   json.Key("mode").String("seeds").Key("scenario").String(scenario.name);
   json.Key("file").String(scenario.file).Key("faults").String(faults.ToString());
-  json.Key("fidelity").String(c.fidelity).Key("seeds").Int(c.seeds);
+  json.Key("fidelity").String(c.fidelity).Key("backend").String(c.backend);
+  json.Key("seeds").Int(c.seeds);
   json.Key("failing").BeginArray();
   Progress progress("replay", "seeds", ProgressWanted(c.run.quiet));
-  for (int seed = 1; seed <= c.seeds; ++seed) {
-    absl::StatusOr<ReplayReport> r =
-        ReplayOnSim(scenario, faults, seed, c.pieces, fidelity, c.run.collective);
+  // Which seed names a run: the scheduling seed, the perturbation seed, or (unperturbed GPU runs)
+  // the run's ordinal; as printed, and as a JSON key.
+  const char* seed_name = sim ? "seed" : c.perturb ? "perturb_seed" : "run";
+  const char* seed_key = sim ? "scheduling_seed" : seed_name;
+  for (int run = 1; run <= c.seeds; ++run) {
+    absl::StatusOr<ReplayReport> r = ReplayOnce(scenario, faults, c, fidelity, run, run);
     if (!r.ok()) return BadInput(std::string(r.status().message()));
-    progress.Update(seed, c.seeds, absl::StrFormat("%zu failing", failing.size()));
+    const uint64_t seed =
+        sim ? run : (r->perturb_seed ? *r->perturb_seed : static_cast<uint64_t>(run));
+    progress.Update(run, c.seeds, absl::StrFormat("%zu failing", failing.size()));
     if (r->pass()) continue;
     failing.push_back(seed);
     const ReplayFinding& f = r->groups.front().first;
     const std::string where =
         f.step_index > 0 ? absl::StrFormat("step %d %s", f.step_index, f.step) : f.step;
     progress.Clear();
-    std::printf("seed=%d FAIL findings=%lld (%zu distinct) first: %s at %s, rank %d: %s\n", seed,
+    std::printf("%s=%llu FAIL findings=%lld (%zu distinct) first: %s at %s, rank %d: %s\n",
+                seed_name, static_cast<unsigned long long>(seed),
                 static_cast<long long>(r->findings_total), r->groups.size(), f.checker.c_str(),
                 where.c_str(), f.rank, f.detail.substr(0, 200).c_str());
-    json.BeginObject().Key("scheduling_seed").Int(seed);
+    json.BeginObject().Key(seed_key).UInt(seed);
     json.Key("findings_total").Int(r->findings_total);
     json.Key("findings_distinct").Int(static_cast<int64_t>(r->groups.size()));
     json.Key("first_checker").String(f.checker).Key("first_step").String(f.step);
@@ -99,9 +114,24 @@ int RunSeedSweep(const Scenario& scenario, const FaultSet& faults, const ReplayC
   progress.Clear();
   json.EndArray();
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("seeds 1..%d: %zu failing%s, inject %s, fidelity %s, %.1f s, status=%s\n", c.seeds,
+  std::string runs = absl::StrFormat("seeds 1..%d", c.seeds);
+  std::string again;
+  if (!sim && c.perturb) {
+    runs = absl::StrFormat("perturbation seeds %llu..%llu",
+                           static_cast<unsigned long long>(*c.perturb),
+                           static_cast<unsigned long long>(*c.perturb + c.seeds - 1));
+    if (!failing.empty())
+      again = absl::StrFormat("; replay it with --perturb=%llu",
+                              static_cast<unsigned long long>(failing[0]));
+  } else if (!sim) {
+    runs = absl::StrFormat("%d unperturbed runs", c.seeds);
+  }
+  std::printf("%s: %zu failing%s, inject %s, fidelity %s, %.1f s, status=%s\n", runs.c_str(),
               failing.size(),
-              failing.empty() ? "" : absl::StrFormat(" (first seed %d)", failing[0]).c_str(),
+              failing.empty() ? ""
+                              : absl::StrFormat(" (first %s %llu%s)", seed_name,
+                                                static_cast<unsigned long long>(failing[0]), again)
+                                    .c_str(),
               faults.ToString().c_str(), c.fidelity.c_str(), s, failing.empty() ? "PASS" : "FAIL");
   json.Key("status").String(failing.empty() ? "PASS" : "FAIL").EndObject();
   if (!c.run.json.empty()) {
@@ -149,8 +179,8 @@ int RunReplayCommand(const ReplayCommand& c) {
   if (!faults.ok()) return BadInput(std::string(faults.status().message()));
   const uint64_t seed = c.seed.value_or(scenario->seed);
   if (c.seeds < 0) return BadInput(absl::StrFormat("--seeds is %d; must be >= 0", c.seeds));
-  if ((c.seeds > 0 || c.check_determinism) && c.backend != "sim") {
-    return BadInput("--seeds and --check-determinism need --backend=sim");
+  if (c.check_determinism && c.backend != "sim") {
+    return BadInput("--check-determinism needs --backend=sim");
   }
   absl::StatusOr<Fidelity> fidelity = ParseFidelity(c.fidelity);
   if (!fidelity.ok()) return BadInput(absl::StrFormat("--%s", fidelity.status().message()));
@@ -163,8 +193,12 @@ int RunReplayCommand(const ReplayCommand& c) {
   }
   if (c.check_determinism)
     return CheckDeterminism(*scenario, *faults, seed, c.pieces, *fidelity, c.run.collective);
+  if (absl::Status s = CheckDeviceChoice(ChoiceOf(c, *fidelity, 0)); !s.ok()) {
+    return BadInput(std::string(s.message()));
+  }
   if (c.seeds > 0) return RunSeedSweep(*scenario, *faults, c, *fidelity);
-  absl::StatusOr<std::unique_ptr<Device>> device = MakeDevice(c, *fidelity, scenario->world, seed);
+  absl::StatusOr<RunDevice> device =
+      RunDevice::Make(ChoiceOf(c, *fidelity, 0), scenario->world, seed);
   if (!device.ok()) return BadInput(std::string(device.status().message()));
   if (!c.dump_dir.empty()) {
     std::error_code ec;
@@ -177,29 +211,26 @@ int RunReplayCommand(const ReplayCommand& c) {
   options.collective = c.run.collective;
   options.faults = *faults;
   options.pieces = c.pieces;
-  auto* sim = dynamic_cast<SimDevice*>(device->get());
   // The simulator holds every rank's memory in this process: refuse a run that cannot fit
   // rather than die in the allocator.
-  if (sim != nullptr) {
+  if (device->sim() != nullptr) {
     options.max_memory_bytes = c.max_memory_bytes.value_or(AvailableMemoryBytes());
   }
-  if (sim != nullptr) options.poll_device_findings = NewFindingsPoller(*sim);
   Progress progress("replay", "steps", ProgressWanted(c.run.quiet));
   options.progress = [&progress, &c](int64_t done, int64_t total) {
     progress.Update(done, total);
     if (c.progress) c.progress(done, total);
   };
-  Device& dev = **device;
+  Device& dev = *device->get();
   if (!c.dump_dir.empty()) {
     options.inspect_at_end = [&dev, &c](const std::string& name,
                                         const std::vector<TensorView>& views) {
       return Dump(dev, c.dump_dir, name, views);
     };
   }
-  absl::StatusOr<ReplayReport> report = Replay(*scenario, device->get(), options);
+  absl::StatusOr<ReplayReport> report = device->Replay(*scenario, options);
   progress.Clear();
   if (!report.ok()) return BadInput(std::string(report.status().message()));
-  if (sim != nullptr) report->scheduling_seed = seed;
 
   std::fputs(FormatReportText(*report).c_str(), stdout);
   bool expectation_met = true;
