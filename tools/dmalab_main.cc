@@ -4,6 +4,7 @@
 // was not met, 2 bad input or usage.
 #include <cstdio>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -94,6 +95,26 @@ void AddPieces(FlagSet& f, int* pieces) {
 void AddRanks(FlagSet& f, int* ranks) {
   f.Integer("--ranks", ranks, kMinWorld, kMaxWorld, "number of ranks (world size)");
 }
+// --perturb=SEED (hw): the schedule perturbation's seed (measure/perturbing_device.h).
+void AddPerturb(FlagSet& f, std::optional<uint64_t>* perturb) {
+  f.app()
+      .add_option_function<std::string>(
+          "--perturb",
+          [perturb](const std::string& text) {
+            uint64_t v = 0;
+            const std::string e = cli::CheckInteger<uint64_t>(text, 0, kU64Max, &v);
+            if (!e.empty()) throw CLI::ValidationError("--perturb", e);
+            *perturb = v;
+          },
+          "hw: perturb the schedule with this seed (spins before enqueued work, host pauses, "
+          "stream priorities); a failing seed replays")
+      ->type_name("SEED")
+      ->default_str("none");
+}
+void AddBackend(FlagSet& f, std::string* backend, int* gpus) {
+  f.Choice("--backend", backend, {"sim", "hw"}, "sim (CPU simulator) or hw (CUDA GPUs)");
+  f.Integer("--gpus", gpus, 1, kMaxWorld, "hw: GPUs the ranks spread over");
+}
 void AddFidelity(FlagSet& f, std::string* fidelity) {
   f.Choice("--fidelity", fidelity, {"values", "shadow"},
            "simulator: values (real bytes and arithmetic) or shadow (no payload, only each "
@@ -107,7 +128,7 @@ int Replay(int argc, const char* const* argv) {
             "aliasing and rank consistency after every step; prints one line per all-reduce, one "
             "line per distinct finding, an ERROR SUMMARY and the summary line.");
   f.app().add_option("FILE", c.file, "the scenario YAML")->required();
-  f.Choice("--backend", &c.backend, {"sim", "hw"}, "sim (CPU simulator) or hw (CUDA GPUs)");
+  AddBackend(f, &c.backend, &c.gpus);
   AddFidelity(f, &c.fidelity);
   f.app()
       .add_option_function<std::string>(
@@ -124,17 +145,20 @@ int Replay(int argc, const char* const* argv) {
   AddInject(f, &c.inject);
   f.Text("--dump", &c.dump_dir,
          "write every tensor live after the last step as DIR/NAME.rankR.npy (float32)");
-  f.Integer("--gpus", &c.gpus, 1, kMaxWorld, "hw: GPUs the ranks spread over");
+  AddPerturb(f, &c.perturb);
   AddPieces(f, &c.pieces);
   f.Integer("--seeds", &c.seeds, 0, 1000000,
-            "sim: replay scheduling seeds 1..N and list the failing ones (0: one replay)");
+            "replay N times and list the failing runs: scheduling seeds 1..N (sim), perturbation "
+            "seeds P..P+N-1 with --perturb=P (hw); 0: one replay");
   f.Switch("--check-determinism", &c.check_determinism,
            "sim: replay one seed twice and compare the reports byte for byte");
   AddRunFlags(f, c.run);
   if (int rc = f.Parse(argc, argv); rc >= 0) return rc;
-  if (int rc = f.OnlyWith("--backend=hw", c.backend == "hw", {"--gpus"}); rc >= 0) return rc;
+  if (int rc = f.OnlyWith("--backend=hw", c.backend == "hw", {"--gpus", "--perturb"}); rc >= 0) {
+    return rc;
+  }
   if (int rc = f.OnlyWith("--backend=sim", c.backend == "sim",
-                          {"--seed", "--seeds", "--check-determinism", "--fidelity"});
+                          {"--seed", "--check-determinism", "--fidelity"});
       rc >= 0) {
     return rc;
   }
@@ -144,8 +168,10 @@ int Replay(int argc, const char* const* argv) {
 int Demo(int argc, const char* const* argv) {
   DemoCommand c;
   FlagSet f("demo",
-            "Runs the DMA ring all-reduce on the simulator over sizes b, b*f, ... up to e with "
+            "Runs the all-reduce on the simulator or the GPUs over sizes b, b*f, ... up to e with "
             "integer inputs, and counts every element that differs from the exact sum.");
+  AddBackend(f, &c.backend, &c.gpus);
+  AddPerturb(f, &c.perturb);
   AddRanks(f, &c.ranks);
   AddDType(f, &c.dtype);
   AddWire(f, &c.wire);
@@ -153,10 +179,14 @@ int Demo(int argc, const char* const* argv) {
   f.Size("-b,--minbytes", &c.min_bytes, 1, kDemoMaxBytes, "smallest size per rank (K, M, G)");
   f.Size("-e,--maxbytes", &c.max_bytes, 1, kDemoMaxBytes, "largest size per rank");
   f.Integer("-f,--stepfactor", &c.factor, 2, 1 << 20, "size multiplication factor");
-  f.Integer<uint64_t>("--seed", &c.seed, 0, kU64Max, "simulator scheduling seed");
+  f.Integer<uint64_t>("--seed", &c.seed, 0, kU64Max, "sim: scheduling seed");
   AddInject(f, &c.inject);
   AddRunFlags(f, c.run);
   if (int rc = f.Parse(argc, argv); rc >= 0) return rc;
+  if (int rc = f.OnlyWith("--backend=hw", c.backend == "hw", {"--gpus", "--perturb"}); rc >= 0) {
+    return rc;
+  }
+  if (int rc = f.OnlyWith("--backend=sim", c.backend == "sim", {"--seed"}); rc >= 0) return rc;
   return RunDemoCommand(c);
 }
 
@@ -222,13 +252,25 @@ int Zoo(int argc, const char* const* argv) {
             "Runs every fault injection against the scenarios that show it over seeds 1..N, and "
             "the correct implementation over the same seeds: which checker caught each fault "
             "first, and the false positives.");
-  f.Integer("--seeds", &c.seeds, 1, 1000000, "seeds per fault and scenario");
+  f.Integer("--seeds", &c.seeds, 1, 1000000,
+            "runs per fault and scenario: scheduling seeds 1..N (sim), perturbation seeds "
+            "P..P+N-1 with --perturb=P (hw)");
+  f.Integer("--sizes", &c.sizes, 0, 1000000,
+            "runs of each size-regime scenario (sizes/*.yaml, generated); 0 leaves them out");
+  f.Text("--write-sizes", &c.write_sizes,
+         "also write the size-regime scenarios to DIR (to replay one with dmalab replay)");
+  AddBackend(f, &c.backend, &c.gpus);
+  AddPerturb(f, &c.perturb);
   AddFidelity(f, &c.fidelity);
   f.Text("--root", &c.root,
          "folder holding scenarios/ and tests/zoo/ (default: $DMALAB_ROOT, else found next to "
          "the executable or its install prefix)");
   AddRunFlags(f, c.run);
   if (int rc = f.Parse(argc, argv); rc >= 0) return rc;
+  if (int rc = f.OnlyWith("--backend=hw", c.backend == "hw", {"--gpus", "--perturb"}); rc >= 0) {
+    return rc;
+  }
+  if (int rc = f.OnlyWith("--backend=sim", c.backend == "sim", {"--fidelity"}); rc >= 0) return rc;
   return RunZooCommand(c);
 }
 
