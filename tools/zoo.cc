@@ -1,5 +1,6 @@
 #include "tools/zoo.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -127,7 +128,7 @@ absl::StatusOr<RunFindings> RunScenario(const ZooOptions& o, const Scenario& sce
                                         int run) {
   DeviceChoice choice;
   choice.backend = o.backend;
-  choice.gpus = o.gpus;
+  choice.gpus = std::min(o.gpus, scenario.world);  // a world of 2 spreads over 2 GPUs at most
   choice.fidelity = o.fidelity;
   if (o.perturb) choice.perturb_seed = SeedOf(o, run);
   absl::StatusOr<RunDevice> device = RunDevice::Make(choice, scenario.world, SeedOf(o, run));

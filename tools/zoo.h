@@ -36,8 +36,9 @@ struct ZooOptions {
   int size_seeds = 1;
   // "sim", or "hw": the GPUs run the clean rows, the size family and the example plugins' fixes
   // (the fault injections and the API case need the simulator's checkers, and an example's bug
-  // is shown, not required, there); `gpus` as replay's. With `perturb` = P, run i of a row is
-  // perturbed with seed P + i - 1; without, runs are unperturbed.
+  // is shown, not required, there); `gpus` as replay's, at most a scenario's world size. With
+  // `perturb` = P, run i of a row is perturbed with seed P + i - 1; without, runs are
+  // unperturbed.
   std::string backend = "sim";
   int gpus = 1;
   std::optional<uint64_t> perturb;

@@ -16,9 +16,10 @@
 //   thresholds    every power of two P from 1 KiB to 64 MiB (16 MiB at 8 ranks, whose every
 //                 rank's memory the simulator holds): the largest size <= P and the next one
 //                 above it (the largest two P: the size <= P only), forms in turn.
-// Shapes the ring's rule refuses (elements not divisible by 8 W, e.g. most hidden sizes at W 3)
-// are left out; every all-reduce has integer inputs whose sum is exact in bf16, so each output
-// is checked against the exact sum (common/scenario/known_values.h).
+// Shapes the ring's rule refuses (elements not divisible by 8 W) are left out: at W 3 that keeps
+// hidden 6144 for the token counts, and prefill up to 2048 tokens; every all-reduce has integer
+// inputs whose sum is exact in bf16, so each output is checked against the exact sum
+// (common/scenario/known_values.h).
 #ifndef DMALAB_COMMON_SCENARIO_SIZE_FAMILY_H_
 #define DMALAB_COMMON_SCENARIO_SIZE_FAMILY_H_
 
