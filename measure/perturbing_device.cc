@@ -34,6 +34,7 @@ PerturbingDevice::PerturbingDevice(Device& inner, PerturbOptions options, SpinFn
       pause_(pause ? std::move(pause) : PauseFn(BusyWait)) {}
 
 absl::Status PerturbingDevice::Perturb(StreamId stream) {
+  if (!deferred_.ok()) return std::exchange(deferred_, absl::OkStatus());
   const uint64_t n = static_cast<uint64_t>(++tally_.ops);
   const uint64_t spin = Mix(options_.seed ^ Mix(2 * n));
   const uint64_t pause = Mix(options_.seed ^ Mix(2 * n + 1));
@@ -53,6 +54,13 @@ absl::Status PerturbingDevice::Perturb(StreamId stream) {
     tally_.spin_ns += ns;
   }
   return absl::OkStatus();
+}
+
+void PerturbingDevice::SetContext(std::string_view context) {
+  inner_.SetContext(context);
+  for (int rank = 0; rank < inner_.world_size() && deferred_.ok(); ++rank) {
+    if (absl::Status s = Perturb(inner_.ComputeStream(rank)); !s.ok()) deferred_ = s;
+  }
 }
 
 absl::Status PerturbingDevice::RecordEvent(EventId event, StreamId stream) {

@@ -10,6 +10,10 @@
 //   - a spin on the operation's stream: a kernel that holds the stream for one of spin_ns
 //     (hw: CudaDevice::Spin through measure/hw_backend.h), with probability spin_percent;
 //   - a host pause before the call, one of pause_ns, with probability pause_percent.
+// And at every step boundary (SetContext, which the replay calls before each step) the same draws
+// for every rank's compute stream: the ranks' own work, a plugin's native kernels included, then
+// starts at different times on different ranks, which is how collectives that launch their own
+// work are perturbed "around their calls".
 // Draws are a pure function of the seed and the operation's ordinal: the same seed and the same
 // calls give the same perturbation, so a failing seed replays. Stream priorities, the third
 // perturbation, are the device's own (HwDeviceOptions::stream_priority_seed). Work captured into
@@ -95,7 +99,9 @@ class PerturbingDevice : public Device {
   absl::StatusOr<Provenance> ReadProvenance(const MemRef& src) override {
     return inner_.ReadProvenance(src);
   }
-  void SetContext(std::string_view context) override { inner_.SetContext(context); }
+  // Forwards, then perturbs every rank's compute stream; a failing spin is returned by the next
+  // enqueued operation (SetContext returns nothing).
+  void SetContext(std::string_view context) override;
   bool IsCapturing(StreamId stream) const override { return inner_.IsCapturing(stream); }
   bool SupportsGraphs() const override { return inner_.SupportsGraphs(); }
   absl::StatusOr<GraphId> CaptureGraph(const std::function<absl::Status()>& body) override {
@@ -115,6 +121,7 @@ class PerturbingDevice : public Device {
   SpinFn spin_;
   PauseFn pause_;
   PerturbTally tally_;
+  absl::Status deferred_;  // a spin that failed in SetContext
 };
 
 }  // namespace dmalab

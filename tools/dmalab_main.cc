@@ -38,8 +38,8 @@ commands:
   replay     replay a scenario (scenarios/*.yaml) and check what a model relies on: retained
              values unchanged, no two live results sharing storage, ranks bit-identical
              e.g. dmalab replay scenarios/glm52_tp4_layer0_residual.yaml --inject=persistent-output
-  demo       run the DMA ring all-reduce on the simulator over a range of sizes: wrong elements
-             against the exact sum, rank consistency, checker findings
+  demo       run the all-reduce on the simulator or the GPUs over a range of sizes: wrong
+             elements against the exact sum, rank consistency, checker findings
              e.g. dmalab demo --ranks=4 --dtype=bf16 -b 1M -e 16M -f 4 --seed=1
   sweep      time the all-reduce over a range of sizes beside its speed of light (nccl-tests style)
              e.g. dmalab sweep --backend=sim --topology=scenarios/topologies/h200_virtual_ranks.yaml
@@ -47,7 +47,8 @@ commands:
   calibrate  measure this GPU through CudaDevice and write a topology YAML for the simulator
              e.g. dmalab calibrate --gpus=1 --ranks=4 --out=h200_calibrated.yaml
   zoo        run every fault injection against the zoo scenarios over seeds 1..N, and the correct
-             implementation over the same seeds: which checker caught each fault, false positives
+             implementation over the same seeds and every size regime: which checker caught each
+             fault, false positives
              e.g. dmalab zoo --seeds=20
   plan       print the ring plan (every rank's operations) for one tensor size
              e.g. dmalab plan --ranks=4 --elems=4096 --pieces=2
@@ -125,8 +126,9 @@ int Replay(int argc, const char* const* argv) {
   ReplayCommand c;
   FlagSet f("replay",
             "Replays a scenario on the simulator or the GPU and checks retained values, pointer "
-            "aliasing and rank consistency after every step; prints one line per all-reduce, one "
-            "line per distinct finding, an ERROR SUMMARY and the summary line.");
+            "aliasing, rank consistency, exact sums and finite values after every step; prints "
+            "one line per all-reduce, one line per distinct finding, an ERROR SUMMARY and the "
+            "summary line.");
   f.app().add_option("FILE", c.file, "the scenario YAML")->required();
   AddBackend(f, &c.backend, &c.gpus);
   AddFidelity(f, &c.fidelity);
@@ -250,8 +252,8 @@ int Zoo(int argc, const char* const* argv) {
   ZooCommand c;
   FlagSet f("zoo",
             "Runs every fault injection against the scenarios that show it over seeds 1..N, and "
-            "the correct implementation over the same seeds: which checker caught each fault "
-            "first, and the false positives.");
+            "the correct implementation over the same seeds and the size-regime scenarios: which "
+            "checker caught each fault first, and the false positives.");
   f.Integer("--seeds", &c.seeds, 1, 1000000,
             "runs per fault and scenario: scheduling seeds 1..N (sim), perturbation seeds "
             "P..P+N-1 with --perturb=P (hw)");

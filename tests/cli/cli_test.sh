@@ -124,6 +124,13 @@ grep -q '^tests/zoo/graph_output_freed_tp2.yaml *1 *1 *1 collective_error ' "$tm
 grep -q '^sizes/w2_decode.yaml *1 *1 *1 collective_error ' "$tmp/out.txt" || fail "zoo fails_at_world_2, W=2 size row: $(cat "$tmp/out.txt")"
 grep -q '^sizes/w8_thresholds.yaml *1 *0 ' "$tmp/out.txt" || fail "zoo fails_at_world_2, W=8 size row: $(cat "$tmp/out.txt")"
 grep -q 'status=FAIL$' "$tmp/out.txt" || fail "zoo fails_at_world_2 status: $(tail -2 "$tmp/out.txt")"
+# The size-regime family, written out: each file replays on its own.
+expect_exit 0 "" -- zoo --write-sizes="$tmp/sizes" --seeds=1 --sizes=0 --quiet
+[[ $(ls "$tmp/sizes" | wc -l) -eq 20 ]] || fail "--write-sizes: $(ls "$tmp/sizes")"
+expect_exit 0 "" -- replay "$tmp/sizes/w3_decode_graph.yaml" --quiet
+grep -q '^expectation: met$' "$tmp/out.txt" || fail "sizes/w3_decode_graph.yaml: $(tail -3 "$tmp/out.txt")"
+expect_exit 1 "" -- replay "$tmp/sizes/w4_decode.yaml" --collective="$examples/small_message_spacing.so" --quiet
+grep -q "^FINDING rank_inconsistent: step [0-9]* all_reduce 't1.h2048.default' at $tmp/sizes/w4_decode.yaml:" "$tmp/out.txt" || fail "small_message_spacing on w4_decode: $(grep FINDING "$tmp/out.txt" | head -3)"
 expect_exit 2 "no device memory for the 2 GiB workspace" -- sweep --collective="$abi/abi_create_fails.so" --backend=sim --topology="$topology" --ranks=2 -b 64K -e 256K -n 2 -w 1
 expect_exit 0 "" -- zoo --collective="$examples/fresh_output.so" --seeds=2 --sizes=0 --quiet
 grep -q 'status=PASS$' "$tmp/out.txt" || fail "zoo fresh_output: $(tail -3 "$tmp/out.txt")"

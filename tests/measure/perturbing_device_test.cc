@@ -134,5 +134,37 @@ TEST(PerturbingDeviceTest, AFailingSpinStopsTheOperationNamingTheSeedAndTheOpera
   EXPECT_EQ(inner.ops_executed(), 0);
 }
 
+// Before each step (SetContext) every rank's compute stream gets its own draw, so collectives that
+// launch their own work see the ranks start at different times; a spin that fails there is
+// returned by the next enqueued operation.
+TEST(PerturbingDeviceTest, EachStepBoundaryPerturbsEveryRanksComputeStream) {
+  SimDevice inner(3, 1);
+  Recorded rec;
+  PerturbOptions o;
+  o.spin_percent = 100;
+  o.spin_ns = {5};
+  PerturbingDevice perturbed(inner, o, RecordSpins(&rec), RecordPauses(&rec));
+  perturbed.SetContext("step 1");
+  EXPECT_EQ(rec.spins, (std::vector<std::pair<StreamId, uint64_t>>{
+                           {inner.ComputeStream(0), 5},
+                           {inner.ComputeStream(1), 5},
+                           {inner.ComputeStream(2), 5}}));
+
+  int calls = 0;
+  PerturbingDevice failing(
+      inner, o,
+      [&calls](StreamId, uint64_t) {
+        return ++calls == 2 ? absl::InternalError("launch failed") : absl::OkStatus();
+      },
+      [](uint64_t) {});
+  failing.SetContext("step 1");
+  EXPECT_EQ(calls, 2);  // stopped at the failing rank
+  absl::StatusOr<EventId> e = failing.CreateEvent(0);
+  ASSERT_TRUE(e.ok());
+  const absl::Status s = failing.RecordEvent(*e, failing.ComputeStream(0));
+  EXPECT_EQ(s.message(), "perturbation (seed 1, operation 2): launch failed");
+  EXPECT_TRUE(failing.RecordEvent(*e, failing.ComputeStream(0)).ok());  // reported once
+}
+
 }  // namespace
 }  // namespace dmalab
