@@ -59,7 +59,7 @@ def resolve_factory(spec):
     return obj
 
 
-# bf16 and fp32 share the largest finite magnitude (to 3 digits); fp16's is 65504.
+# The largest finite magnitude of each dtype (MaxFinite in common/scenario/known_values.h).
 MAX_FINITE = {"bf16": 3.3895313892515355e38, "fp16": 65504.0, "fp32": 3.4028234663852886e38}
 
 
@@ -80,7 +80,7 @@ class Perturbation:
     SPIN_PERCENT, SPIN_NS = 30, (2_000, 20_000, 200_000)
     PAUSE_PERCENT, PAUSE_NS = 10, (10_000, 100_000)
 
-    def __init__(self, seed, rank, device):
+    def __init__(self, seed, rank):
         self.seed = seed
         self.rank = rank
         self.calls = 0
@@ -180,7 +180,7 @@ class Worker:
         if nccl:  # create the communicator now, not inside a capture
             dist.barrier(group=self.group, device_ids=[self.device.index])
         if self.cfg.get("perturb") is not None:
-            self.perturbation = Perturbation(self.cfg["perturb"], self.rank, self.device)
+            self.perturbation = Perturbation(self.cfg["perturb"], self.rank)
         factory = resolve_factory(self.cfg["collective"])
         self.send({"ev": "phase", "phase": "the collective's factory"})
         try:
