@@ -145,10 +145,9 @@ TEST(PerturbingDeviceTest, EachStepBoundaryPerturbsEveryRanksComputeStream) {
   o.spin_ns = {5};
   PerturbingDevice perturbed(inner, o, RecordSpins(&rec), RecordPauses(&rec));
   perturbed.SetContext("step 1");
-  EXPECT_EQ(rec.spins, (std::vector<std::pair<StreamId, uint64_t>>{
-                           {inner.ComputeStream(0), 5},
-                           {inner.ComputeStream(1), 5},
-                           {inner.ComputeStream(2), 5}}));
+  EXPECT_EQ(rec.spins, (std::vector<std::pair<StreamId, uint64_t>>{{inner.ComputeStream(0), 5},
+                                                                   {inner.ComputeStream(1), 5},
+                                                                   {inner.ComputeStream(2), 5}}));
 
   int calls = 0;
   PerturbingDevice failing(
