@@ -455,6 +455,15 @@ absl::Status CudaDevice::WriteValue(StreamId stream, const MemRef& dst, uint64_t
   return absl::OkStatus();
 }
 
+absl::Status CudaDevice::Spin(StreamId stream, uint64_t ns) {
+  absl::StatusOr<const Stream*> s = GetStream(stream, "spin");
+  if (!s.ok()) return s.status();
+  DMALAB_HW_RETURN_IF_ERROR(UseGpu((*s)->gpu));
+  DMALAB_CUDA_RETURN_IF_ERROR(kernels::LaunchSpin((*s)->stream, ns),
+                              "spin of %d ns on rank %d stream '%s'", ns, (*s)->rank, (*s)->name);
+  return absl::OkStatus();
+}
+
 absl::Status CudaDevice::WaitValue(StreamId stream, const MemRef& flag, uint64_t value,
                                    std::string_view label) {
   absl::StatusOr<const Stream*> s = GetStream(stream, "wait value");

@@ -16,6 +16,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,6 +34,10 @@ namespace dmalab {
 struct CudaDeviceOptions {
   // How long a WaitFlag kernel spins before it gives up and reports.
   uint64_t flag_wait_timeout_ns = 10'000'000'000;
+  // Set: every CUDA stream the device creates gets a priority drawn from the GPU's range by this
+  // seed and the stream's place in creation order, a schedule perturbation
+  // (measure/perturbing_device.h). Unset: default priorities.
+  std::optional<uint64_t> stream_priority_seed;
 };
 
 class CudaDevice : public Device {
@@ -84,6 +89,9 @@ class CudaDevice : public Device {
                           std::string_view label) override;
   absl::Status WaitValue(StreamId stream, const MemRef& flag, uint64_t value,
                          std::string_view label) override;
+  // Enqueues a one-thread kernel that holds `stream` for `ns` nanoseconds: a schedule
+  // perturbation that delays the stream's next work (measure/perturbing_device.h).
+  absl::Status Spin(StreamId stream, uint64_t ns);
   void* NativeStream(StreamId stream) override;
   void* NativePointer(const MemRef& mem) override;
   int NativeDeviceOrdinal(int rank) override;

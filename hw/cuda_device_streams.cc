@@ -16,9 +16,22 @@ absl::StatusOr<StreamId> CudaDevice::NewStream(int rank, StreamKind kind, std::s
   s.stream = shared;
   s.owns_stream = shared == nullptr;
   DMALAB_HW_RETURN_IF_ERROR(UseGpu(s.gpu));
-  if (s.owns_stream) {
+  if (s.owns_stream && !options_.stream_priority_seed) {
     DMALAB_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking),
                                 "create stream '%s' on rank %d", name, rank);
+  } else if (s.owns_stream) {
+    // A perturbation: a priority drawn from the GPU's range (lower numbers run first).
+    int least = 0, greatest = 0;
+    DMALAB_CUDA_RETURN_IF_ERROR(cudaDeviceGetStreamPriorityRange(&least, &greatest),
+                                "stream priority range for stream '%s' on rank %d", name, rank);
+    uint64_t h = *options_.stream_priority_seed ^ (static_cast<uint64_t>(streams_.size()) << 32);
+    h = (h ^ (h >> 31)) * 0x9E3779B97F4A7C15ull;
+    h ^= h >> 29;
+    const int priority =
+        greatest + static_cast<int>(h % static_cast<uint64_t>(least - greatest + 1));
+    DMALAB_CUDA_RETURN_IF_ERROR(
+        cudaStreamCreateWithPriority(&s.stream, cudaStreamNonBlocking, priority),
+        "create stream '%s' on rank %d with priority %d", name, rank, priority);
   }
   const cudaError_t e = cudaEventCreateWithFlags(&s.join_event, cudaEventDisableTiming);
   if (e != cudaSuccess) {

@@ -170,6 +170,15 @@ __global__ void SignalFlagKernel(uint64_t* counter, uint64_t* peer_flag) {
 
 __global__ void WriteValueKernel(uint64_t* flag, uint64_t value) { StoreReleaseSys(flag, value); }
 
+// Holds its stream for `ns` nanoseconds of %globaltimer: a schedule perturbation
+// (measure/perturbing_device.h) that delays whatever the stream runs next. One thread: it keeps
+// no multiprocessor from other work.
+__global__ void SpinKernel(uint64_t ns) {
+  const uint64_t start = GlobalTimerNs();
+  while (GlobalTimerNs() - start < ns) {
+  }
+}
+
 __global__ void WaitFlagKernel(WaitFlagArgs a) {
   const uint64_t expected = a.expected != nullptr ? *a.expected + 1 : a.immediate;
   if (a.expected != nullptr) *a.expected = expected;
@@ -239,6 +248,11 @@ cudaError_t LaunchWriteValue(cudaStream_t stream, uint64_t* flag, uint64_t value
   return cudaGetLastError();
 }
 
+cudaError_t LaunchSpin(cudaStream_t stream, uint64_t ns) {
+  SpinKernel<<<1, 1, 0, stream>>>(ns);
+  return cudaGetLastError();
+}
+
 cudaError_t LaunchWaitFlag(cudaStream_t stream, const WaitFlagArgs& args) {
   WaitFlagKernel<<<1, 1, 0, stream>>>(args);
   return cudaGetLastError();
@@ -256,6 +270,7 @@ cudaError_t PreloadKernels() {
       reinterpret_cast<const void*>(&SignalFlagKernel),
       reinterpret_cast<const void*>(&WaitFlagKernel),
       reinterpret_cast<const void*>(&WriteValueKernel),
+      reinterpret_cast<const void*>(&SpinKernel),
   };
   for (const void* k : kernels) {
     if (cudaError_t e = cudaFuncGetAttributes(&attr, k); e != cudaSuccess) return e;

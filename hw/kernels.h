@@ -1,6 +1,7 @@
 // The CUDA kernels of CudaDevice and their launchers: the element-wise Reduce, the block-codec
-// Reduce and the one-thread flag kernels. Plain C++ declarations (no absl), so that both nvcc and
-// the host compiler read them; CudaDevice turns the returned cudaError_t into a Status.
+// Reduce, the one-thread flag kernels and the spin of a schedule perturbation. Plain C++
+// declarations (no absl), so that both nvcc and the host compiler read them; CudaDevice turns the
+// returned cudaError_t into a Status.
 #ifndef DMALAB_HW_KERNELS_H_
 #define DMALAB_HW_KERNELS_H_
 
@@ -94,6 +95,9 @@ struct WaitFlagArgs {
   int32_t stream = 0;
   int32_t label = 0;
 };
+
+// One thread that spins for `ns` nanoseconds (%globaltimer), delaying the stream's next work.
+cudaError_t LaunchSpin(cudaStream_t stream, uint64_t ns);
 
 // A system-scope release store of `value` to *flag (any GPU's memory).
 cudaError_t LaunchWriteValue(cudaStream_t stream, uint64_t* flag, uint64_t value);

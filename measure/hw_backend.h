@@ -4,7 +4,9 @@
 #ifndef DMALAB_MEASURE_HW_BACKEND_H_
 #define DMALAB_MEASURE_HW_BACKEND_H_
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -22,8 +24,18 @@ struct GpuProperties {
   int pci_domain = 0, pci_bus = 0, pci_device = 0;  // cudaDeviceProp::pciDomainID, ...
 };
 
+// What a hardware device is made with besides its ranks and GPUs.
+struct HwDeviceOptions {
+  // Set: seeded stream priorities (CudaDeviceOptions::stream_priority_seed).
+  std::optional<uint64_t> stream_priority_seed;
+};
+
 // CudaDevice::Create(world, gpus).
-absl::StatusOr<std::unique_ptr<Device>> CreateHwDevice(int world, int gpus);
+absl::StatusOr<std::unique_ptr<Device>> CreateHwDevice(int world, int gpus,
+                                                       const HwDeviceOptions& options = {});
+// Enqueues a spin of `ns` nanoseconds on `stream` of a device CreateHwDevice made
+// (CudaDevice::Spin); InvalidArgument for any other device.
+absl::Status HwSpin(Device& device, StreamId stream, uint64_t ns);
 // Properties of CUDA device `ordinal`.
 absl::StatusOr<GpuProperties> HwGpuProperties(int ordinal);
 

@@ -6,10 +6,22 @@
 
 namespace dmalab {
 
-absl::StatusOr<std::unique_ptr<Device>> CreateHwDevice(int world, int gpus) {
-  absl::StatusOr<std::unique_ptr<CudaDevice>> device = CudaDevice::Create(world, gpus);
+absl::StatusOr<std::unique_ptr<Device>> CreateHwDevice(int world, int gpus,
+                                                       const HwDeviceOptions& options) {
+  CudaDeviceOptions cuda;
+  cuda.stream_priority_seed = options.stream_priority_seed;
+  absl::StatusOr<std::unique_ptr<CudaDevice>> device = CudaDevice::Create(world, gpus, cuda);
   if (!device.ok()) return device.status();
   return std::unique_ptr<Device>(std::move(*device));
+}
+
+absl::Status HwSpin(Device& device, StreamId stream, uint64_t ns) {
+  auto* cuda = dynamic_cast<CudaDevice*>(&device);
+  if (cuda == nullptr) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "spin: device '%s' is not a CUDA device; spins need --backend=hw", device.name()));
+  }
+  return cuda->Spin(stream, ns);
 }
 
 absl::StatusOr<GpuProperties> HwGpuProperties(int ordinal) {

@@ -3,7 +3,12 @@
 
 namespace dmalab {
 
-absl::StatusOr<std::unique_ptr<Device>> CreateHwDevice(int, int) {
+absl::StatusOr<std::unique_ptr<Device>> CreateHwDevice(int, int, const HwDeviceOptions&) {
+  return absl::UnavailableError(
+      "backend hw: this dmalab was built without the CUDA backend (no CUDA toolkit found)");
+}
+
+absl::Status HwSpin(Device&, StreamId, uint64_t) {
   return absl::UnavailableError(
       "backend hw: this dmalab was built without the CUDA backend (no CUDA toolkit found)");
 }

@@ -18,6 +18,7 @@
 #include "sim/sim_device.h"
 #include "tools/host_memory.h"
 #include "tools/progress.h"
+#include "tools/run_device.h"
 
 namespace dmalab {
 namespace {
@@ -73,7 +74,11 @@ int RunDemoCommand(const DemoCommand& c) {
         DescribeByteSize(c.min_bytes), world, world * 8, world, DescribeByteSize(smallest),
         DTypeName(*dtype), DescribeByteSize(smallest))));
   }
-  SimDevice dev(world, c.seed);
+  DeviceChoice choice;
+  choice.backend = c.backend;
+  choice.gpus = c.gpus;
+  choice.perturb_seed = c.perturb;
+  if (absl::Status s = CheckDeviceChoice(choice); !s.ok()) return fail(s);
   DmaAllReduceOptions opts;
   opts.max_bytes = c.max_bytes;
   opts.pieces = c.pieces;
@@ -90,13 +95,20 @@ int RunDemoCommand(const DemoCommand& c) {
   const long double need =
       static_cast<long double>(world) *
       (2.0L * largest * DTypeBytes(*dtype) + workspace + largest * (8.0L + 2 * DTypeBytes(*dtype)));
-  if (const MemoryLimit limit = AvailableMemory(); need > static_cast<long double>(limit.bytes)) {
+  if (const MemoryLimit limit = AvailableMemory();
+      c.backend == "sim" && need > static_cast<long double>(limit.bytes)) {
     return fail(absl::ResourceExhaustedError(absl::StrFormat(
         "the largest size (-e %s) needs about %s of memory, more than the %s; use a smaller -e "
         "or fewer --ranks",
         DescribeByteSize(c.max_bytes),
         BytesText(need >= 1.8e19L ? UINT64_MAX : static_cast<uint64_t>(need)), LimitText(limit))));
   }
+  absl::StatusOr<RunDevice> run_device = RunDevice::Make(choice, world, c.seed);
+  if (!run_device.ok()) return fail(run_device.status());
+  Device& dev = *run_device->get();
+  SimDevice* sim = run_device->sim();
+  // Findings of the simulator's checkers so far, over every size (none on GPUs).
+  const auto checker_findings = [sim] { return sim != nullptr ? sim->findings().total() : 0; };
   CollectiveParams params;
   params.max_bytes = opts.max_bytes;
   params.dtype = *dtype;
@@ -109,12 +121,14 @@ int RunDemoCommand(const DemoCommand& c) {
   // The ring's plan names its pieces per size; a plugin's inner workings are its own.
   const auto* ring_ar = dynamic_cast<const DmaAllReduce*>(ar->get());
 
+  const std::string seeds = sim != nullptr ? absl::StrFormat("seed %d", sim->seed())
+                            : c.perturb    ? absl::StrFormat("perturb_seed %d", *c.perturb)
+                                           : std::string("unperturbed");
   std::printf(
-      "# dmalab demo: simulated all-reduce (collective %s), %d ranks, %s, wire %s, seed %llu, "
-      "inject %s\n",
-      (*ar)->name().c_str(), world, std::string(DTypeName(*dtype)).c_str(),
-      std::string(WireModeName(*wire)).c_str(), static_cast<unsigned long long>(dev.seed()),
-      faults->ToString().c_str());
+      "# dmalab demo: all-reduce on %s (collective %s), %d ranks, %s, wire %s, %s, inject %s\n",
+      sim != nullptr ? "the simulator" : "the GPU", (*ar)->name().c_str(), world,
+      std::string(DTypeName(*dtype)).c_str(), std::string(WireModeName(*wire)).c_str(),
+      seeds.c_str(), faults->ToString().c_str());
   std::printf(
       "# inputs are small integers, so the exact sum is known and #wrong counts every\n"
       "# element of every rank that differs from it (compressed wires round: #wrong > 0)\n");
@@ -123,8 +137,20 @@ int RunDemoCommand(const DemoCommand& c) {
   JsonWriter json;
   json.BeginObject();
   WriteJsonPreamble(json, "demo");
-  json.Key("collective").String((*ar)->name());
-  json.Key("scheduling_seed").UInt(dev.seed()).Key("ranks").Int(world);
+  json.Key("collective").String((*ar)->name()).Key("backend").String(c.backend);
+  json.Key("scheduling_seed");
+  if (sim != nullptr) {
+    json.UInt(sim->seed());
+  } else {
+    json.Null();
+  }
+  json.Key("perturb_seed");
+  if (c.perturb) {
+    json.UInt(*c.perturb);
+  } else {
+    json.Null();
+  }
+  json.Key("ranks").Int(world);
   json.Key("dtype").String(DTypeName(*dtype)).Key("wire").String(WireModeName(*wire));
   json.Key("faults").String(faults->ToString()).Key("min_bytes").UInt(c.min_bytes);
   json.Key("max_bytes").UInt(c.max_bytes).Key("factor").Int(c.factor);
@@ -155,12 +181,15 @@ int RunDemoCommand(const DemoCommand& c) {
     }
     const auto start = std::chrono::steady_clock::now();
     absl::StatusOr<std::vector<TensorView>> outs = (*ar)->AllReduce(inputs);
-    // The call, or the device while it ran (the synchronize), failing is the collective's
-    // failure (exit 1), the ring's as a plugin's; a call refusing its arguments is bad input.
+    // The call, or the device while it ran (the synchronize: a deadlock too), failing is the
+    // collective's failure (exit 1), the ring's as a plugin's; only the ring refusing the call's
+    // arguments is bad input (IsCollectiveCallBadInput).
+    if (!outs.ok() && IsCollectiveCallBadInput(outs.status(), c.run.collective)) {
+      return fail(outs.status());
+    }
     absl::Status ran = outs.status();
     if (ran.ok()) ran = dev.Synchronize();
     if (!ran.ok()) {
-      if (IsRejectedArguments(ran)) return fail(ran);
       progress.Clear();
       std::printf("%12llu the all-reduce failed: %s\n", static_cast<unsigned long long>(n * esize),
                   std::string(ran.message()).c_str());
@@ -186,7 +215,7 @@ int RunDemoCommand(const DemoCommand& c) {
     if (!differing.ok()) return fail(differing.status());
     const int pieces = ring_ar != nullptr ? ring_ar->PlanFor(inputs[0])->pieces : 0;
     // Findings so far, over every size (the device keeps counting across calls).
-    const int64_t findings = dev.findings().total();
+    const int64_t findings = checker_findings();
     progress.Clear();
     std::printf("%12llu %12lld %6s %7s %8lld %10s %10lld %10.1f\n",
                 static_cast<unsigned long long>(n * esize), static_cast<long long>(n),
@@ -215,14 +244,18 @@ int RunDemoCommand(const DemoCommand& c) {
   progress.Clear();
   json.EndArray();
   json.Key("findings").BeginArray();
-  for (const Finding& f : dev.findings().findings()) {
-    json.BeginObject().Key("checker").String(FindingKindName(f.kind)).Key("rank").Int(f.rank);
-    json.Key("detail").String(f.message).EndObject();
+  if (sim != nullptr) {
+    for (const Finding& f : sim->findings().findings()) {
+      json.BeginObject().Key("checker").String(FindingKindName(f.kind)).Key("rank").Int(f.rank);
+      json.Key("detail").String(f.message).EndObject();
+    }
   }
   json.EndArray();
-  json.Key("findings_total").Int(dev.findings().total());
+  json.Key("findings_total").Int(checker_findings());
   json.Key("status").String(failed ? "FAIL" : "PASS").EndObject();
-  if (!dev.findings().empty()) std::fputs(dev.findings().ToString().c_str(), stdout);
+  if (sim != nullptr && !sim->findings().empty()) {
+    std::fputs(sim->findings().ToString().c_str(), stdout);
+  }
   std::printf("status=%s\n", failed ? "FAIL" : "PASS");
   if (!c.run.json.empty()) {
     if (absl::Status s = WriteTextFile(c.run.json, json.str() + "\n"); !s.ok()) {

@@ -4,6 +4,7 @@
 // was not met, 2 bad input or usage.
 #include <cstdio>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,8 +43,8 @@ commands:
   replay     replay a scenario (scenarios/*.yaml) and check what a model relies on: retained
              values unchanged, no two live results sharing storage, ranks bit-identical
              e.g. dmalab replay scenarios/glm52_tp4_layer0_residual.yaml --inject=persistent-output
-  demo       run the DMA ring all-reduce on the simulator over a range of sizes: wrong elements
-             against the exact sum, rank consistency, checker findings
+  demo       run the all-reduce on the simulator or the GPUs over a range of sizes: wrong
+             elements against the exact sum, rank consistency, checker findings
              e.g. dmalab demo --ranks=4 --dtype=bf16 -b 1M -e 16M -f 4 --seed=1
   sweep      time the all-reduce over a range of sizes beside its speed of light (nccl-tests style)
              e.g. dmalab sweep --backend=sim --topology=scenarios/topologies/h200_virtual_ranks.yaml
@@ -51,7 +52,8 @@ commands:
   calibrate  measure this GPU through CudaDevice and write a topology YAML for the simulator
              e.g. dmalab calibrate --gpus=1 --ranks=4 --out=h200_calibrated.yaml
   zoo        run every fault injection against the zoo scenarios over seeds 1..N, and the correct
-             implementation over the same seeds: which checker caught each fault, false positives
+             implementation over the same seeds and every size regime: which checker caught each
+             fault, false positives
              e.g. dmalab zoo --seeds=20
   plan       print the ring plan (every rank's operations) for one tensor size
              e.g. dmalab plan --ranks=4 --elems=4096 --pieces=2
@@ -125,6 +127,26 @@ void AddPieces(FlagSet& f, int* pieces) {
 void AddRanks(FlagSet& f, int* ranks) {
   f.Integer("--ranks", ranks, kMinWorld, kMaxWorld, "number of ranks (world size)");
 }
+// --perturb=SEED (hw): the schedule perturbation's seed (measure/perturbing_device.h).
+void AddPerturb(FlagSet& f, std::optional<uint64_t>* perturb) {
+  f.app()
+      .add_option_function<std::string>(
+          "--perturb",
+          [perturb](const std::string& text) {
+            uint64_t v = 0;
+            const std::string e = cli::CheckInteger<uint64_t>(text, 0, kU64Max, &v);
+            if (!e.empty()) throw CLI::ValidationError("--perturb", e);
+            *perturb = v;
+          },
+          "hw: perturb the schedule with this seed (spins before enqueued work, host pauses, "
+          "stream priorities); a failing seed replays")
+      ->type_name("SEED")
+      ->default_str("none");
+}
+void AddBackend(FlagSet& f, std::string* backend, int* gpus) {
+  f.Choice("--backend", backend, {"sim", "hw"}, "sim (CPU simulator) or hw (CUDA GPUs)");
+  f.Integer("--gpus", gpus, 1, kMaxWorld, "hw: GPUs the ranks spread over");
+}
 void AddFidelity(FlagSet& f, std::string* fidelity) {
   f.Choice("--fidelity", fidelity, {"values", "shadow"},
            "simulator: values (real bytes and arithmetic) or shadow (no payload, only each "
@@ -135,10 +157,11 @@ int Replay(int argc, const char* const* argv) {
   ReplayCommand c;
   FlagSet f("replay",
             "Replays a scenario on the simulator or the GPU and checks retained values, pointer "
-            "aliasing and rank consistency after every step; prints one line per all-reduce, one "
-            "line per distinct finding, an ERROR SUMMARY and the summary line.");
+            "aliasing, rank consistency, exact sums and finite values after every step; prints "
+            "one line per all-reduce, one line per distinct finding, an ERROR SUMMARY and the "
+            "summary line.");
   f.app().add_option("FILE", c.file, "the scenario YAML")->required();
-  f.Choice("--backend", &c.backend, {"sim", "hw"}, "sim (CPU simulator) or hw (CUDA GPUs)");
+  AddBackend(f, &c.backend, &c.gpus);
   AddFidelity(f, &c.fidelity);
   f.app()
       .add_option_function<std::string>(
@@ -155,10 +178,11 @@ int Replay(int argc, const char* const* argv) {
   AddInject(f, &c.inject);
   f.Text("--dump", &c.dump_dir,
          "write every tensor live after the last step as DIR/NAME.rankR.npy (float32)");
-  f.Integer("--gpus", &c.gpus, 1, kMaxWorld, "hw: GPUs the ranks spread over");
+  AddPerturb(f, &c.perturb);
   AddPieces(f, &c.pieces);
   f.Integer("--seeds", &c.seeds, 0, 1000000,
-            "sim: replay scheduling seeds 1..N and list the failing ones (0: one replay)");
+            "replay N times and list the failing runs: scheduling seeds 1..N (sim), perturbation "
+            "seeds P..P+N-1 with --perturb=P (hw); 0: one replay");
   f.Switch("--check-determinism", &c.check_determinism,
            "sim: replay one seed twice and compare the reports byte for byte");
   AddJobs(f, &c.jobs, "sim, with --seeds or --check-determinism: replays");
@@ -170,10 +194,12 @@ int Replay(int argc, const char* const* argv) {
       rc >= 0) {
     return rc;
   }
-  if (int rc = f.OnlyWith("--backend=hw", c.backend == "hw", {"--gpus"}); rc >= 0) return rc;
+  if (int rc = f.OnlyWith("--backend=hw", c.backend == "hw", {"--gpus", "--perturb"}); rc >= 0) {
+    return rc;
+  }
   if (int rc = OnlyForPlugins(f, c.run, {"--timeout"}); rc >= 0) return rc;
   if (int rc = f.OnlyWith("--backend=sim", c.backend == "sim",
-                          {"--seed", "--seeds", "--check-determinism", "--fidelity"});
+                          {"--seed", "--check-determinism", "--fidelity", "--jobs"});
       rc >= 0) {
     return rc;
   }
@@ -189,8 +215,10 @@ int Replay(int argc, const char* const* argv) {
 int Demo(int argc, const char* const* argv) {
   DemoCommand c;
   FlagSet f("demo",
-            "Runs the DMA ring all-reduce on the simulator over sizes b, b*f, ... up to e with "
+            "Runs the all-reduce on the simulator or the GPUs over sizes b, b*f, ... up to e with "
             "integer inputs, and counts every element that differs from the exact sum.");
+  AddBackend(f, &c.backend, &c.gpus);
+  AddPerturb(f, &c.perturb);
   AddRanks(f, &c.ranks);
   AddDType(f, &c.dtype);
   AddWire(f, &c.wire);
@@ -198,10 +226,14 @@ int Demo(int argc, const char* const* argv) {
   f.Size("-b,--minbytes", &c.min_bytes, 1, kDemoMaxBytes, "smallest size per rank (K, M, G)");
   f.Size("-e,--maxbytes", &c.max_bytes, 1, kDemoMaxBytes, "largest size per rank");
   f.Integer("-f,--stepfactor", &c.factor, 2, 1 << 20, "size multiplication factor");
-  f.Integer<uint64_t>("--seed", &c.seed, 0, kU64Max, "simulator scheduling seed");
+  f.Integer<uint64_t>("--seed", &c.seed, 0, kU64Max, "sim: scheduling seed");
   AddInject(f, &c.inject);
   AddRunFlags(f, c.run);
   if (int rc = f.Parse(argc, argv); rc >= 0) return rc;
+  if (int rc = f.OnlyWith("--backend=hw", c.backend == "hw", {"--gpus", "--perturb"}); rc >= 0) {
+    return rc;
+  }
+  if (int rc = f.OnlyWith("--backend=sim", c.backend == "sim", {"--seed"}); rc >= 0) return rc;
   return RunDemoCommand(c);
 }
 
@@ -265,10 +297,18 @@ int Zoo(int argc, const char* const* argv) {
   ZooCommand c;
   FlagSet f("zoo",
             "Runs every fault injection against the scenarios that show it over seeds 1..N, and "
-            "the correct implementation over the same seeds: which checker caught each fault "
-            "first, and the false positives.");
-  f.Integer("--seeds", &c.seeds, 1, 1000000, "seeds per fault and scenario");
-  AddJobs(f, &c.jobs, "runs");
+            "the correct implementation over the same seeds and the size-regime scenarios: which "
+            "checker caught each fault first, and the false positives.");
+  f.Integer("--seeds", &c.seeds, 1, 1000000,
+            "runs per fault and scenario: scheduling seeds 1..N (sim), perturbation seeds "
+            "P..P+N-1 with --perturb=P (hw)");
+  f.Integer("--sizes", &c.sizes, 0, 1000000,
+            "runs of each size-regime scenario (sizes/*.yaml, generated); 0 leaves them out");
+  f.Text("--write-sizes", &c.write_sizes,
+         "also write the size-regime scenarios to DIR (to replay one with dmalab replay)");
+  AddBackend(f, &c.backend, &c.gpus);
+  AddPerturb(f, &c.perturb);
+  AddJobs(f, &c.jobs, "sim: runs");
   AddFidelity(f, &c.fidelity);
   f.Text("--root", &c.root,
          "folder holding scenarios/ and tests/zoo/ (default: $DMALAB_ROOT, else found next to "
@@ -277,6 +317,12 @@ int Zoo(int argc, const char* const* argv) {
   AddRunFlags(f, c.run);
   if (int rc = f.Parse(argc, argv); rc >= 0) return rc;
   if (int rc = OnlyForPlugins(f, c.run, {"--timeout"}); rc >= 0) return rc;
+  if (int rc = f.OnlyWith("--backend=hw", c.backend == "hw", {"--gpus", "--perturb"}); rc >= 0) {
+    return rc;
+  }
+  if (int rc = f.OnlyWith("--backend=sim", c.backend == "sim", {"--fidelity", "--jobs"}); rc >= 0) {
+    return rc;
+  }
   return RunZooCommand(c);
 }
 

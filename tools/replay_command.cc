@@ -25,10 +25,8 @@
 #include "tools/npy.h"
 #include "tools/ordered_parallel.h"
 #include "tools/progress.h"
+#include "tools/run_device.h"
 #include "tools/sim_replay.h"
-#ifdef DMALAB_HAVE_CUDA
-#include "hw/cuda_device.h"
-#endif
 
 namespace dmalab {
 namespace {
@@ -38,21 +36,47 @@ int BadInput(const std::string& message) {
   return 2;
 }
 
-absl::StatusOr<std::unique_ptr<Device>> MakeDevice(const ReplayCommand& c, Fidelity fidelity,
-                                                   int world, uint64_t seed) {
-  if (c.backend == "sim") return std::unique_ptr<Device>(new SimDevice(world, seed, fidelity));
-  if (c.backend == "hw") {
-#ifdef DMALAB_HAVE_CUDA
-    absl::StatusOr<std::unique_ptr<CudaDevice>> d = CudaDevice::Create(world, c.gpus);
-    if (!d.ok()) return d.status();
-    return std::unique_ptr<Device>(std::move(*d));
-#else
-    return absl::FailedPreconditionError(
-        "--backend=hw: this build has no CUDA backend (no CUDA toolkit was found)");
-#endif
-  }
-  return absl::InvalidArgumentError(
-      absl::StrFormat("--backend is '%s'; allowed: sim, hw", c.backend));
+// The device of run `run` (1-based) of --seeds: scheduling seed `run` on the simulator; on GPUs
+// perturbation seed perturb + run - 1, or none without --perturb. One run: the command's seeds.
+DeviceChoice ChoiceOf(const ReplayCommand& c, Fidelity fidelity, int run) {
+  DeviceChoice d;
+  d.backend = c.backend;
+  d.gpus = c.gpus;
+  d.fidelity = fidelity;
+  if (c.perturb) d.perturb_seed = *c.perturb + static_cast<uint64_t>(run > 0 ? run - 1 : 0);
+  return d;
+}
+
+// One replay on the device of run `run` (ChoiceOf): in this process for the ring, in a worker
+// process for a plugin (tools/isolated_replay.h; a GPU's context does not survive a fork, so the
+// device is made in the worker). `limit`: the simulator's memory limit, read once for all runs.
+absl::StatusOr<ReplayReport> ReplayOnce(const Scenario& scenario, const FaultSet& faults,
+                                        const ReplayCommand& c, Fidelity fidelity, int run,
+                                        uint64_t scheduling_seed, const MemoryLimit& limit) {
+  const auto replay = [&](const ReplayObserver& observer) -> absl::StatusOr<ReplayReport> {
+    absl::StatusOr<RunDevice> device =
+        RunDevice::Make(ChoiceOf(c, fidelity, run), scenario.world, scheduling_seed);
+    if (!device.ok()) return device.status();
+    ReplayOptions options;
+    options.collective = c.run.collective;
+    options.collective_options = c.run.collective_options;
+    options.faults = faults;
+    options.pieces = c.pieces;
+    options.observer = observer;
+    if (device->sim() != nullptr) {
+      options.max_memory_bytes = limit.bytes;
+      options.max_memory_source = limit.source;
+    }
+    return device->Replay(scenario, options);
+  };
+  if (!IsPluginPath(c.run.collective)) return replay(nullptr);
+  return ReplayInWorker(replay, scenario, c.hang_seconds);
+}
+
+// The simulator's memory limit: --max-memory, else what is available now.
+MemoryLimit LimitOf(const ReplayCommand& c) {
+  return c.max_memory_bytes.has_value() ? MemoryLimit{*c.max_memory_bytes, ""}
+                                        : AvailableMemory();
 }
 
 // Writes rank r of tensor `name` as DIR/FILE.rankR.npy, FILE = DumpFileName(name).
@@ -75,8 +99,7 @@ absl::Status Dump(Device& device, const std::string& dir, const std::string& nam
 // every run is checked against, read once so that no run's verdict depends on the others.
 int Jobs(const Scenario& scenario, const ReplayCommand& c, Fidelity fidelity, int most,
          MemoryLimit* limit) {
-  *limit =
-      c.max_memory_bytes.has_value() ? MemoryLimit{*c.max_memory_bytes, ""} : AvailableMemory();
+  *limit = LimitOf(c);
   const int wanted = std::min(c.jobs > 0 ? c.jobs : AvailableCores(), most);
   const int jobs =
       JobsWithinMemory(scenario, c.pieces, fidelity, c.run.collective, limit->bytes, wanted);
@@ -89,46 +112,56 @@ int Jobs(const Scenario& scenario, const ReplayCommand& c, Fidelity fidelity, in
   return jobs;
 }
 
-// --seeds=N: seeds 1..N, one line per failing seed, then a summary. Exit 1 if any failed. Seeds
-// run --jobs at a time; their reports are taken in seed order, so the output is the same.
+// --seeds=N: N replays (scheduling seeds 1..N on the simulator, perturbation seeds on GPUs), one
+// line per failing one, then a summary. Exit 1 if any failed. Simulator runs go --jobs at a
+// time; their reports are taken in seed order, so the output is the same.
 int RunSeedSweep(const Scenario& scenario, const FaultSet& faults, const ReplayCommand& c,
                  Fidelity fidelity) {
   const auto start = std::chrono::steady_clock::now();
-  std::vector<int> failing;
+  const bool sim = c.backend == "sim";
+  std::vector<uint64_t> failing;
   JsonWriter json;
   json.BeginObject();
   WriteJsonPreamble(json, "replay");
   json.Key("mode").String("seeds").Key("scenario").String(scenario.name);
   json.Key("file").String(scenario.file).Key("faults").String(faults.ToString());
-  json.Key("fidelity").String(c.fidelity).Key("seeds").Int(c.seeds);
+  json.Key("fidelity").String(c.fidelity).Key("backend").String(c.backend);
+  json.Key("seeds").Int(c.seeds);
   json.Key("failing").BeginArray();
   Progress progress("replay", "seeds", ProgressWanted(c.run.quiet));
+  // Which seed names a run: the scheduling seed, the perturbation seed, or (unperturbed GPU runs)
+  // the run's ordinal; as printed, and as a JSON key.
+  const char* seed_name = sim ? "seed" : c.perturb ? "perturb_seed" : "run";
+  const char* seed_key = sim ? "scheduling_seed" : seed_name;
   MemoryLimit limit;
-  const int jobs = Jobs(scenario, c, fidelity, c.seeds, &limit);
+  const int jobs = sim ? Jobs(scenario, c, fidelity, c.seeds, &limit) : 1;
   absl::Status error;
   RunOrdered<absl::StatusOr<ReplayReport>>(
       c.seeds, jobs, [](int64_t) { return 0; },
       [&](int64_t i) {
-        return ReplayOnSim(scenario, faults, static_cast<uint64_t>(i + 1), c.pieces, fidelity,
-                           c.run.collective, c.hang_seconds, limit);
+        const int run = static_cast<int>(i + 1);
+        return ReplayOnce(scenario, faults, c, fidelity, run, static_cast<uint64_t>(run), limit);
       },
       [&](int64_t i, absl::StatusOr<ReplayReport>& r) {
-        const int seed = static_cast<int>(i + 1);
+        const int run = static_cast<int>(i + 1);
         if (!r.ok()) {
           error = r.status();
           return Consumed::kStop;
         }
-        progress.Update(seed, c.seeds, absl::StrFormat("%zu failing", failing.size()));
+        const uint64_t seed =
+            sim ? run : (r->perturb_seed ? *r->perturb_seed : static_cast<uint64_t>(run));
+        progress.Update(run, c.seeds, absl::StrFormat("%zu failing", failing.size()));
         if (r->pass()) return Consumed::kContinue;
         failing.push_back(seed);
         const ReplayFinding& f = r->groups.front().first;
         const std::string where =
             f.step_index > 0 ? absl::StrFormat("step %d %s", f.step_index, f.step) : f.step;
         progress.Clear();
-        std::printf("seed=%d FAIL findings=%lld (%zu distinct) first: %s at %s, rank %d: %s\n",
-                    seed, static_cast<long long>(r->findings_total), r->groups.size(),
+        std::printf("%s=%llu FAIL findings=%lld (%zu distinct) first: %s at %s, rank %d: %s\n",
+                    seed_name, static_cast<unsigned long long>(seed),
+                    static_cast<long long>(r->findings_total), r->groups.size(),
                     f.checker.c_str(), where.c_str(), f.rank, f.detail.substr(0, 200).c_str());
-        json.BeginObject().Key("scheduling_seed").Int(seed);
+        json.BeginObject().Key(seed_key).UInt(seed);
         json.Key("findings_total").Int(r->findings_total);
         json.Key("findings_distinct").Int(static_cast<int64_t>(r->groups.size()));
         json.Key("first_checker").String(f.checker).Key("first_step").String(f.step);
@@ -139,9 +172,24 @@ int RunSeedSweep(const Scenario& scenario, const FaultSet& faults, const ReplayC
   progress.Clear();
   json.EndArray();
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("seeds 1..%d: %zu failing%s, inject %s, fidelity %s, %.1f s, status=%s\n", c.seeds,
+  std::string runs = absl::StrFormat("seeds 1..%d", c.seeds);
+  std::string again;
+  if (!sim && c.perturb) {
+    runs = absl::StrFormat("perturbation seeds %llu..%llu",
+                           static_cast<unsigned long long>(*c.perturb),
+                           static_cast<unsigned long long>(*c.perturb + c.seeds - 1));
+    if (!failing.empty())
+      again = absl::StrFormat("; replay it with --perturb=%llu",
+                              static_cast<unsigned long long>(failing[0]));
+  } else if (!sim) {
+    runs = absl::StrFormat("%d unperturbed runs", c.seeds);
+  }
+  std::printf("%s: %zu failing%s, inject %s, fidelity %s, %.1f s, status=%s\n", runs.c_str(),
               failing.size(),
-              failing.empty() ? "" : absl::StrFormat(" (first seed %d)", failing[0]).c_str(),
+              failing.empty() ? ""
+                              : absl::StrFormat(" (first %s %llu%s)", seed_name,
+                                                static_cast<unsigned long long>(failing[0]), again)
+                                    .c_str(),
               faults.ToString().c_str(), c.fidelity.c_str(), s, failing.empty() ? "PASS" : "FAIL");
   json.Key("status").String(failing.empty() ? "PASS" : "FAIL").EndObject();
   if (!c.run.json.empty()) {
@@ -215,8 +263,8 @@ int RunReplayCommand(const ReplayCommand& c) {
   if (!faults.ok()) return BadInput(std::string(faults.status().message()));
   const uint64_t seed = c.seed.value_or(scenario->seed);
   if (c.seeds < 0) return BadInput(absl::StrFormat("--seeds is %d; must be >= 0", c.seeds));
-  if ((c.seeds > 0 || c.check_determinism) && c.backend != "sim") {
-    return BadInput("--seeds and --check-determinism need --backend=sim");
+  if (c.check_determinism && c.backend != "sim") {
+    return BadInput("--check-determinism needs --backend=sim");
   }
   absl::StatusOr<Fidelity> fidelity = ParseFidelity(c.fidelity);
   if (!fidelity.ok()) return BadInput(absl::StrFormat("--%s", fidelity.status().message()));
@@ -235,6 +283,9 @@ int RunReplayCommand(const ReplayCommand& c) {
     return BadInput(std::string(s.message()));
   }
   if (c.check_determinism) return CheckDeterminism(*scenario, *faults, seed, c, *fidelity);
+  if (absl::Status s = CheckDeviceChoice(ChoiceOf(c, *fidelity, 0)); !s.ok()) {
+    return BadInput(std::string(s.message()));
+  }
   if (c.seeds > 0) return RunSeedSweep(*scenario, *faults, c, *fidelity);
   if (!c.dump_dir.empty()) {
     std::error_code ec;
@@ -244,13 +295,12 @@ int RunReplayCommand(const ReplayCommand& c) {
   }
   // The simulator holds every rank's memory in this process: refuse a run that cannot fit
   // rather than die in the allocator.
-  const MemoryLimit limit =
-      c.max_memory_bytes.has_value() ? MemoryLimit{*c.max_memory_bytes, ""} : AvailableMemory();
+  const MemoryLimit limit = LimitOf(c);
   // The whole run, device included (a GPU's context does not survive a fork): in this process
   // for the ring, in a worker for a plugin (tools/isolated_replay.h).
   const auto replay = [&](const ReplayObserver& observer) -> absl::StatusOr<ReplayReport> {
-    absl::StatusOr<std::unique_ptr<Device>> device =
-        MakeDevice(c, *fidelity, scenario->world, seed);
+    absl::StatusOr<RunDevice> device =
+        RunDevice::Make(ChoiceOf(c, *fidelity, 0), scenario->world, seed);
     if (!device.ok()) return device.status();
     ReplayOptions options;
     options.collective = c.run.collective;
@@ -258,27 +308,24 @@ int RunReplayCommand(const ReplayCommand& c) {
     options.faults = *faults;
     options.pieces = c.pieces;
     options.observer = observer;
-    auto* sim = dynamic_cast<SimDevice*>(device->get());
-    if (sim != nullptr) {
+    if (device->sim() != nullptr) {
       options.max_memory_bytes = limit.bytes;
       options.max_memory_source = limit.source;
-      options.poll_device_findings = NewFindingsPoller(*sim);
     }
     Progress progress("replay", "steps", ProgressWanted(c.run.quiet));
     options.progress = [&progress, &c](int64_t done, int64_t total) {
       progress.Update(done, total);
       if (c.progress) c.progress(done, total);
     };
-    Device& dev = **device;
+    Device& dev = *device->get();
     if (!c.dump_dir.empty()) {
       options.inspect_at_end = [&dev, &c](const std::string& name,
                                           const std::vector<TensorView>& views) {
         return Dump(dev, c.dump_dir, name, views);
       };
     }
-    absl::StatusOr<ReplayReport> report = Replay(*scenario, device->get(), options);
+    absl::StatusOr<ReplayReport> report = device->Replay(*scenario, options);
     progress.Clear();
-    if (report.ok() && sim != nullptr) report->scheduling_seed = seed;
     return report;
   };
   absl::StatusOr<ReplayReport> report = IsPluginPath(c.run.collective)

@@ -20,8 +20,13 @@ struct ReplayCommand {
   std::string inject;               // comma-separated fault names
   std::string dump_dir;             // write every live tensor per rank as .npy here when set
   int gpus = 1;                     // hw: GPUs the ranks spread over
+  // hw: perturb the schedule with this seed (measure/perturbing_device.h); with `seeds`, the
+  // first of the perturbation seeds.
+  std::optional<uint64_t> perturb;
   int pieces = 2;
-  int seeds = 0;                   // sim: > 0 replays seeds 1..seeds and reports failing seeds
+  // > 0: that many replays, listing the failing ones: scheduling seeds 1..seeds on the simulator;
+  // on GPUs perturbation seeds perturb..perturb+seeds-1 (unperturbed runs without --perturb).
+  int seeds = 0;
   bool check_determinism = false;  // sim: replay one seed twice, compare the report bytes
   int jobs = 0;  // sim, --seeds and --check-determinism: runs at once; 0: AvailableCores()
   RunFlags run;  // --collective, --json (the report), --quiet

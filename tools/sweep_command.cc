@@ -181,9 +181,11 @@ int RunSweepCommand(const SweepCommand& c, const SweepNcclJsonOption& nccl) {
   };
   absl::StatusOr<std::vector<SweepRow>> rows = RunSweep(*device, clock, *options, observer);
   progress.Clear();
-  if (!rows.ok() && IsCollectiveFailure(rows.status()) && !IsRejectedArguments(rows.status())) {
-    // The ring or a plugin breaking while it runs is the collective failing a check, not bad
-    // input; a call that rejects the sweep's arguments is (as in replay).
+  if (!rows.ok() && IsCollectiveFailure(rows.status()) &&
+      !IsCollectiveCallBadInput(rows.status(), options->collective)) {
+    // The ring or a plugin breaking while it runs, or a plugin's call failing, is the collective
+    // failing a check, not bad input; the ring rejecting the sweep's arguments is (as in
+    // replay).
     std::printf("# %s\n# status=FAIL\n", std::string(rows.status().message()).c_str());
     return 1;
   }

@@ -1,5 +1,6 @@
 #include "tools/zoo.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -17,14 +18,19 @@
 #include "absl/strings/str_split.h"
 #include "common/core/json_writer.h"
 #include "common/core/status_macros.h"
+#include "common/core/text_escape.h"
 #include "common/plugin/open_collective.h"
 #include "common/ring/dma_all_reduce.h"
 #include "common/scenario/replay.h"
 #include "common/scenario/report.h"
 #include "common/scenario/scenario_loader.h"
+#include "common/scenario/size_family.h"
 #include "sim/sim_device.h"
 #include "tools/ordered_parallel.h"
+#include "tools/host_memory.h"
+#include "tools/isolated_replay.h"
 #include "tools/progress.h"
+#include "tools/run_device.h"
 #include "tools/sim_replay.h"
 
 namespace dmalab {
@@ -86,8 +92,9 @@ absl::StatusOr<std::set<std::string>> RunInPlaceThenAdd(const std::string& colle
     x.push_back(TensorView{*mem, DType::kBF16, {kElems}, true});
   }
   if (absl::Status s = (*ar)->AllReduce(x, x); !s.ok()) {
-    if (IsRejectedArguments(s)) return s;
-    return std::set<std::string>{absl::IsAborted(s) ? "collective_error" : "device_error"};
+    if (IsCollectiveCallBadInput(s, collective)) return s;
+    return std::set<std::string>{
+        std::string(ReplayFindingKindName(CollectiveCallFailureKind(s, collective)))};
   }
   for (int r = 0; r < kWorld; ++r) {
     const Operand op{x[r].mem};
@@ -147,19 +154,75 @@ absl::StatusOr<std::set<std::string>> RunInPlaceThenAddIsolated(const std::strin
                                                                  : "collective_crash"};
 }
 
-// One run of a zoo case: the checker names of its findings (empty: clean).
-absl::StatusOr<std::set<std::string>> RunCase(const std::map<std::string, Scenario>& scenarios,
-                                              const std::string& name, const FaultSet& faults,
-                                              uint64_t seed, Fidelity fidelity) {
-  if (name == kInPlaceThenAdd) {
-    return RunInPlaceThenAdd(std::string(kRingCollective), faults, seed, fidelity);
-  }
-  absl::StatusOr<ReplayReport> r =
-      ReplayOnSim(scenarios.at(name), faults, seed, /*pieces=*/2, fidelity);
-  if (!r.ok()) return r.status();
+// What one run found: the checker names of its findings (empty: clean) and where the first was.
+struct RunFindings {
   std::set<std::string> checkers;
-  for (const ReplayFinding& f : r->findings) checkers.insert(CheckerOf(f));
-  return checkers;
+  std::string first_step;
+};
+
+// The seed that names run `run` (1-based) of a row: the scheduling seed on the simulator; on
+// GPUs the perturbation seed, or the run's number when unperturbed.
+uint64_t SeedOf(const ZooOptions& o, int run) {
+  return o.perturb ? *o.perturb + static_cast<uint64_t>(run - 1) : static_cast<uint64_t>(run);
+}
+
+// Run `run` of `scenario` with `collective` and `faults` on the zoo's device: in this process
+// for the ring, in a worker process for a plugin (its crash or hang is a finding). `limit`: the
+// simulator's memory limit, read once before any run, so that no run's verdict depends on what
+// else runs at once.
+absl::StatusOr<RunFindings> RunScenario(const ZooOptions& o, const MemoryLimit& limit,
+                                        const Scenario& scenario, const std::string& collective,
+                                        const FaultSet& faults, int run) {
+  DeviceChoice choice;
+  choice.backend = o.backend;
+  choice.gpus = std::min(o.gpus, scenario.world);  // a world of 2 spreads over 2 GPUs at most
+  choice.fidelity = o.fidelity;
+  if (o.perturb) choice.perturb_seed = SeedOf(o, run);
+  const auto replay = [&](const ReplayObserver& observer) -> absl::StatusOr<ReplayReport> {
+    absl::StatusOr<RunDevice> device = RunDevice::Make(choice, scenario.world, SeedOf(o, run));
+    if (!device.ok()) return device.status();
+    ReplayOptions options;
+    options.collective = collective;
+    options.faults = faults;
+    options.observer = observer;
+    if (device->sim() != nullptr) {
+      options.max_memory_bytes = limit.bytes;
+      options.max_memory_source = limit.source;
+    }
+    return device->Replay(scenario, options);
+  };
+  absl::StatusOr<ReplayReport> r = IsPluginPath(collective)
+                                       ? ReplayInWorker(replay, scenario, o.hang_seconds)
+                                       : replay(nullptr);
+  if (!r.ok()) return r.status();
+  RunFindings found;
+  for (const ReplayFinding& f : r->findings) found.checkers.insert(CheckerOf(f));
+  if (!r->groups.empty()) found.first_step = r->groups.front().first.step;
+  return found;
+}
+
+// The API case (RunInPlaceThenAdd) as a run; a plugin's in a worker process.
+absl::StatusOr<RunFindings> RunApiCase(const ZooOptions& o, const std::string& collective,
+                                       const FaultSet& faults, uint64_t seed) {
+  absl::StatusOr<std::set<std::string>> checkers =
+      IsPluginPath(collective)
+          ? RunInPlaceThenAddIsolated(collective, seed, o.fidelity, o.hang_seconds)
+          : RunInPlaceThenAdd(collective, faults, seed, o.fidelity);
+  if (!checkers.ok()) return checkers.status();
+  RunFindings found;
+  found.checkers = *std::move(checkers);
+  if (!found.checkers.empty()) found.first_step = "in-place all-reduce, then the caller's add";
+  return found;
+}
+
+// One run of a zoo case of the ring.
+absl::StatusOr<RunFindings> RunCase(const ZooOptions& o, const MemoryLimit& limit,
+                                    const std::map<std::string, Scenario>& scenarios,
+                                    const std::string& name, const FaultSet& faults, int run) {
+  if (name == kInPlaceThenAdd) {
+    return RunApiCase(o, std::string(kRingCollective), faults, static_cast<uint64_t>(run));
+  }
+  return RunScenario(o, limit, scenarios.at(name), std::string(kRingCollective), faults, run);
 }
 
 // The example third-party collectives: each bug with its fix and the scenario that shows it.
@@ -177,138 +240,176 @@ const std::vector<PluginCase>& PluginCatalog() {
        "examples/plugins/graph_shared_buffer.yaml"},
       {"baked_flag", "baked_flag_fixed", "examples/plugins/baked_flag.yaml"},
       {"shape_overlap", "shape_overlap_fixed", "examples/plugins/shape_overlap.yaml"},
+      {"small_message_spacing", "small_message_spacing_fixed",
+       "examples/plugins/small_message_spacing.yaml"},
+      {"ready_unordered", "ready_unordered_fixed", "examples/plugins/ready_unordered.yaml"},
   };
   return kAll;
-}
-
-// One replay of a scenario with a plugin: the checker names of its findings.
-absl::StatusOr<std::set<std::string>> RunPlugin(const Scenario& scenario, const std::string& path,
-                                                uint64_t seed, Fidelity fidelity,
-                                                int hang_seconds) {
-  absl::StatusOr<ReplayReport> r =
-      ReplayOnSim(scenario, FaultSet(), seed, /*pieces=*/2, fidelity, path, hang_seconds);
-  if (!r.ok()) return r.status();
-  std::set<std::string> checkers;
-  for (const ReplayFinding& f : r->findings) checkers.insert(CheckerOf(f));
-  return checkers;
 }
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-using Checkers = absl::StatusOr<std::set<std::string>>;
-using Take = std::function<bool(int seed, const std::set<std::string>& checkers)>;
+using Found = absl::StatusOr<RunFindings>;
+// Takes run `run`'s findings in order; false: the row runs no later run (a fault found).
+using Take = std::function<bool(int run, const RunFindings& found)>;
 
-// The zoo's seed loops, run together: each row runs run(seed) for seeds 1..seeds and takes the
-// results in seed order with take(seed, checkers) until take returns false (a fault found: the
-// row runs no later seed). Runs go seed by seed across the rows (seed 1 of every row first), on
-// `jobs` threads: threads find work in other rows while a row is still running, and a row that
-// ends at its first seed wastes no run. The results are taken in that order for any number of
-// threads, so the report is the same. The first error in that order ends everything.
+// The zoo's run loops, run together: each row runs run(i) for runs 1..runs and takes the
+// results in order with take(i, found) until take returns false. Runs go run by run across the
+// rows (run 1 of every row first), on `jobs` threads: threads find work in other rows while a
+// row is still running, and a row that ends at its first run wastes no run. The results are
+// taken in that order for any number of threads, so the report is the same. The first error in
+// that order ends everything. Rows may have different numbers of runs (the size family's).
 class ZooRuns {
  public:
   // `seconds`, when given, adds up the times of the row's runs.
-  void Add(std::function<Checkers(int)> run, Take take, double* seconds = nullptr) {
-    rows_.push_back(Row{std::move(run), std::move(take), seconds});
+  void Add(int runs, std::function<Found(int)> run, Take take, double* seconds = nullptr) {
+    rows_.push_back(Row{runs, std::move(run), std::move(take), seconds});
   }
 
-  absl::Status Run(int seeds, int jobs) {
+  absl::Status Run(int jobs) {
     struct Timed {
-      Checkers found;
+      Found found;
       double seconds = 0;
     };
-    const int64_t rows = static_cast<int64_t>(rows_.size());
-    const auto seed_of = [rows](int64_t i) { return static_cast<int>(i / rows + 1); };
+    // Job k: run (k / rows + 1) of row k % rows; rows with fewer runs leave holes, skipped.
+    int most = 0;
+    for (const Row& row : rows_) most = std::max(most, row.runs);
+    std::vector<std::pair<size_t, int>> jobs_list;  // (row, run)
+    for (int i = 1; i <= most; ++i) {
+      for (size_t r = 0; r < rows_.size(); ++r) {
+        if (i <= rows_[r].runs) jobs_list.emplace_back(r, i);
+      }
+    }
     absl::Status error;
     RunOrdered<Timed>(
-        rows * seeds, jobs, [rows](int64_t i) { return i % rows; },
-        [&](int64_t i) {
+        static_cast<int64_t>(jobs_list.size()), jobs,
+        [&](int64_t k) { return static_cast<int64_t>(jobs_list[k].first); },
+        [&](int64_t k) {
           const auto start = std::chrono::steady_clock::now();
-          Checkers found = rows_[i % rows].run(seed_of(i));
+          Found found = rows_[jobs_list[k].first].run(jobs_list[k].second);
           return Timed{std::move(found), SecondsSince(start)};
         },
-        [&](int64_t i, Timed& t) {
-          const Row& row = rows_[i % rows];
+        [&](int64_t k, Timed& t) {
+          const Row& row = rows_[jobs_list[k].first];
           if (row.seconds != nullptr) *row.seconds += t.seconds;
           if (!t.found.ok()) {
             error = t.found.status();
             return Consumed::kStop;
           }
-          return row.take(seed_of(i), *t.found) ? Consumed::kContinue : Consumed::kEndGroup;
+          return row.take(jobs_list[k].second, *t.found) ? Consumed::kContinue
+                                                         : Consumed::kEndGroup;
         });
     return error;
   }
 
  private:
   struct Row {
-    std::function<Checkers(int)> run;
+    int runs;
+    std::function<Found(int)> run;
     Take take;
     double* seconds;
   };
   std::vector<Row> rows_;
 };
 
-// The collective under test with no fault, on one scenario over seeds 1..seeds: `run(seed)` gives
-// the checkers of one run (any is a failing run); `ran` follows every run.
-void AddCleanRow(ZooRuns& runs, std::function<Checkers(int)> run, std::function<void()> ran,
-                 ZooCleanRow& row) {
+// The collective under test with no fault, on one scenario over runs 1..runs: `run(i)` gives
+// what run i found (any checker is a failing run); `ran` follows every run.
+void AddCleanRow(ZooRuns& runs, const ZooOptions& o, int count, std::function<Found(int)> run,
+                 std::function<void()> ran, ZooCleanRow& row) {
   runs.Add(
-      std::move(run),
-      [&row, ran = std::move(ran)](int seed, const std::set<std::string>& found) {
+      count, std::move(run),
+      [&o, &row, ran = std::move(ran)](int i, const RunFindings& found) {
         ++row.seeds_run;
         ran();
-        if (!found.empty() && row.failing_runs++ == 0) {
-          row.first_failing_seed = seed;
-          row.checkers = absl::StrJoin(found, ",");
+        if (!found.checkers.empty() && row.failing_runs++ == 0) {
+          row.first_failing_seed = SeedOf(o, i);
+          row.checkers = absl::StrJoin(found.checkers, ",");
+          row.first_step = found.first_step;
         }
         return true;
       },
       &row.seconds);
 }
 
-// `dmalab zoo --collective=PLUGIN`: the plugin over every zoo scenario and every example
-// plugin's scenario, no fault injected; a failing run is a finding of the plugin.
+// The size-regime family's rows for `collective`, `options.size_seeds` runs each. `scenarios`
+// keeps the parsed scenarios alive while the runs go.
+absl::Status AddSizeRows(ZooRuns& runs, const ZooOptions& options, const MemoryLimit& limit,
+                         const std::string& collective, std::function<void()> ran,
+                         std::deque<Scenario>& scenarios, ZooReport& report) {
+  if (options.size_seeds == 0) return absl::OkStatus();
+  const std::vector<SizeFamilyMember>& family = SizeFamily();
+  report.sizes.resize(family.size());  // rows stay where the runs write them
+  for (size_t k = 0; k < family.size(); ++k) {
+    absl::StatusOr<Scenario> scenario = ParseScenario(family[k].yaml, family[k].file);
+    if (!scenario.ok()) return scenario.status();
+    const Scenario& s = scenarios.emplace_back(*std::move(scenario));
+    ZooCleanRow& row = report.sizes[k];
+    row.scenario = family[k].file;
+    row.regime = family[k].regime;
+    const auto run = [&options, &limit, &s, collective](int i) {
+      return RunScenario(options, limit, s, collective, FaultSet(), i);
+    };
+    AddCleanRow(runs, options, options.size_seeds, run, ran, row);
+  }
+  return absl::OkStatus();
+}
+
+int64_t SizeRuns(const ZooOptions& options) {
+  return options.size_seeds == 0 ? 0
+                                 : static_cast<int64_t>(SizeFamily().size()) * options.size_seeds;
+}
+
+// Runs at once: --jobs on the simulator; GPU runs share the GPUs, so one at a time.
+int JobsOf(const ZooOptions& options) { return options.backend == "sim" ? options.jobs : 1; }
+
+// `dmalab zoo --collective=PLUGIN`: the plugin over every zoo scenario, every example plugin's
+// scenario and the size family, no fault injected; a failing run is a finding of the plugin.
 absl::StatusOr<ZooReport> RunPluginZoo(const ZooOptions& options) {
   const auto start = std::chrono::steady_clock::now();
+  const MemoryLimit limit = AvailableMemory();
   std::vector<std::string> files = ZooScenarios();
   for (const PluginCase& c : PluginCatalog()) files.push_back(c.scenario);
   ZooReport report;
-  const int64_t total = static_cast<int64_t>(files.size()) * options.seeds;
+  const int64_t total = static_cast<int64_t>(files.size()) * options.seeds + SizeRuns(options);
   int64_t done = 0;
   const auto ran = [&] {
     ++done;
     if (options.progress) options.progress(done, total);
   };
   report.clean.resize(files.size());  // rows stay where the runs write them
-  std::deque<std::optional<Scenario>> scenarios;
+  std::deque<Scenario> scenarios;
   ZooRuns runs;
   for (size_t f = 0; f < files.size(); ++f) {
     ZooCleanRow& row = report.clean[f];
     row.scenario = files[f];
-    std::optional<Scenario>& scenario = scenarios.emplace_back();
+    const Scenario* scenario = nullptr;
     if (files[f] != kInPlaceThenAdd) {
       absl::StatusOr<Scenario> loaded = LoadScenarioFile(options.root + "/" + files[f]);
       if (!loaded.ok()) return loaded.status();
-      scenario = *std::move(loaded);
+      scenario = &scenarios.emplace_back(*std::move(loaded));
       if (scenario->wire != WireMode::kNative) {
         row.skipped = absl::StrFormat("wire %s is the ring's option", WireModeName(scenario->wire));
       }
+    } else if (options.backend != "sim") {
+      row.skipped = "the API case runs on the simulator only";
     }
     if (row.skipped.empty()) {
-      const auto run = [&options, &scenario](int seed) {
-        return scenario ? RunPlugin(*scenario, options.collective, seed, options.fidelity,
-                                    options.hang_seconds)
-                        : RunInPlaceThenAddIsolated(options.collective, seed, options.fidelity,
-                                                    options.hang_seconds);
+      const auto run = [&options, &limit, scenario](int i) {
+        return scenario != nullptr
+                   ? RunScenario(options, limit, *scenario, options.collective, FaultSet(), i)
+                   : RunApiCase(options, options.collective, FaultSet(), static_cast<uint64_t>(i));
       };
-      AddCleanRow(runs, run, ran, row);
+      AddCleanRow(runs, options, options.seeds, run, ran, row);
     } else {
       done += options.seeds;
       if (options.progress) options.progress(done, total);
     }
   }
-  DMALAB_RETURN_IF_ERROR(runs.Run(options.seeds, options.jobs));
+  DMALAB_RETURN_IF_ERROR(
+      AddSizeRows(runs, options, limit, options.collective, ran, scenarios, report));
+  DMALAB_RETURN_IF_ERROR(runs.Run(JobsOf(options)));
   report.seconds = SecondsSince(start);
   return report;
 }
@@ -326,17 +427,21 @@ bool ZooReport::pass() const {
     if (row.detected == row.benign) return false;
   }
   for (const ZooPluginRow& row : plugins) {
-    if (!row.detected || row.fixed_failing_runs > 0) return false;
+    if ((row.bug_required && !row.detected) || row.fixed_failing_runs > 0) return false;
   }
-  for (const ZooCleanRow& row : clean) {
-    if (row.failing_runs > 0) return false;
+  for (const std::vector<ZooCleanRow>* rows : {&clean, &sizes}) {
+    for (const ZooCleanRow& row : *rows) {
+      if (row.failing_runs > 0) return false;
+    }
   }
   return true;
 }
 
 absl::StatusOr<ZooReport> RunZoo(const ZooOptions& options) {
   if (options.collective != kRingCollective) return RunPluginZoo(options);
+  const bool sim = options.backend == "sim";
   const auto start = std::chrono::steady_clock::now();
+  const MemoryLimit limit = AvailableMemory();
   std::map<std::string, Scenario> scenarios;
   for (const std::string& file : ZooScenarios()) {
     if (file.rfind("api:", 0) == 0) continue;
@@ -346,15 +451,22 @@ absl::StatusOr<ZooReport> RunZoo(const ZooOptions& options) {
   }
   ZooReport report;
   int64_t total = 0, done = 0;
-  for (const ZooCase& c : Catalog()) total += static_cast<int64_t>(c.scenarios.size());
+  if (sim) {
+    for (const ZooCase& c : Catalog()) total += static_cast<int64_t>(c.scenarios.size());
+  }
   total = (total + static_cast<int64_t>(ZooScenarios().size())) * options.seeds;
+  if (!options.plugins_dir.empty()) {
+    total += static_cast<int64_t>(PluginCatalog().size()) * 2 * options.seeds;
+  }
+  total += SizeRuns(options);
   const auto ran = [&](int64_t runs) {
     done += runs;
     if (options.progress) options.progress(done, total);
   };
   ZooRuns runs;
-  // Rows stay where the runs write them: sized before any is added.
-  for (const ZooCase& c : Catalog()) {
+  // Rows stay where the runs write them: sized before any is added. The fault injections show
+  // the simulator's checkers: on GPUs they are left out.
+  for (const ZooCase& c : sim ? Catalog() : std::vector<ZooCase>()) {
     for (const std::string& file : c.scenarios) {
       ZooRow& row = report.faults.emplace_back();
       row.fault = c.fault;
@@ -373,31 +485,38 @@ absl::StatusOr<ZooReport> RunZoo(const ZooOptions& options) {
       row.plugin = c.plugin;
       row.fixed = c.fixed;
       row.scenario = c.scenario;
+      row.bug_required = sim;
     }
   }
   for (ZooRow& row : report.faults) {
-    const auto run = [&options, &scenarios, &row](int seed) {
-      return RunCase(scenarios, row.scenario, FaultSet().Add(row.fault), seed, options.fidelity);
+    const auto run = [&options, &limit, &scenarios, &row](int seed) {
+      return RunCase(options, limit, scenarios, row.scenario, FaultSet().Add(row.fault), seed);
     };
-    runs.Add(run, [&options, &row, ran](int seed, const std::set<std::string>& found) {
-      ++row.seeds_run;
-      ran(1);
-      if (found.empty()) return true;
-      ran(options.seeds - seed);  // the seeds a detected row skips
-      row.detected = true;
-      row.first_seed = seed;
-      row.checkers = absl::StrJoin(found, ",");
-      return false;
-    });
+    runs.Add(options.seeds, run,
+             [&options, &row, ran](int seed, const RunFindings& found) {
+               ++row.seeds_run;
+               ran(1);
+               if (found.checkers.empty()) return true;
+               ran(options.seeds - seed);  // the seeds a detected row skips
+               row.detected = true;
+               row.first_seed = seed;
+               row.checkers = absl::StrJoin(found.checkers, ",");
+               return false;
+             });
   }
   for (size_t f = 0; f < ZooScenarios().size(); ++f) {
     ZooCleanRow& row = report.clean[f];
     row.scenario = ZooScenarios()[f];
-    const auto run = [&options, &scenarios, &row](int seed) {
-      return RunCase(scenarios, row.scenario, FaultSet(), seed, options.fidelity);
+    if (!sim && row.scenario == kInPlaceThenAdd) {
+      row.skipped = "the API case runs on the simulator only";
+      ran(options.seeds);
+      continue;
+    }
+    const auto run = [&options, &limit, &scenarios, &row](int i) {
+      return RunCase(options, limit, scenarios, row.scenario, FaultSet(), i);
     };
     AddCleanRow(
-        runs, run, [ran] { ran(1); }, row);
+        runs, options, options.seeds, run, [ran] { ran(1); }, row);
   }
   for (size_t p = 0; p < report.plugins.size(); ++p) {
     ZooPluginRow& row = report.plugins[p];
@@ -405,37 +524,47 @@ absl::StatusOr<ZooReport> RunZoo(const ZooOptions& options) {
     const std::string bug = absl::StrCat(options.plugins_dir, "/", row.plugin, ".so");
     const std::string fix = absl::StrCat(options.plugins_dir, "/", row.fixed, ".so");
     runs.Add(
-        [&options, &scenario, bug](int seed) {
-          return RunPlugin(scenario, bug, seed, options.fidelity, options.hang_seconds);
+        options.seeds,
+        [&options, &limit, &scenario, bug](int i) {
+          return RunScenario(options, limit, scenario, bug, FaultSet(), i);
         },
-             [&row](int seed, const std::set<std::string>& found) {
-               ++row.seeds_run;
-               if (found.empty()) return true;
-               row.detected = true;
-               row.first_seed = seed;
-               row.checkers = absl::StrJoin(found, ",");
-               return false;
-             });
+        [&options, &row, ran](int i, const RunFindings& found) {
+          ++row.seeds_run;
+          ran(1);
+          if (found.checkers.empty()) return true;
+          ran(options.seeds - i);
+          row.detected = true;
+          row.first_seed = SeedOf(options, i);
+          row.checkers = absl::StrJoin(found.checkers, ",");
+          return false;
+        });
     runs.Add(
-        [&options, &scenario, fix](int seed) {
-          return RunPlugin(scenario, fix, seed, options.fidelity, options.hang_seconds);
+        options.seeds,
+        [&options, &limit, &scenario, fix](int i) {
+          return RunScenario(options, limit, scenario, fix, FaultSet(), i);
         },
-             [&row](int, const std::set<std::string>& found) {
-               ++row.fixed_seeds_run;
-               if (!found.empty()) ++row.fixed_failing_runs;
-               return true;
-             });
+        [&row, ran](int, const RunFindings& found) {
+          ++row.fixed_seeds_run;
+          ran(1);
+          if (!found.checkers.empty()) ++row.fixed_failing_runs;
+          return true;
+        });
   }
-  DMALAB_RETURN_IF_ERROR(runs.Run(options.seeds, options.jobs));
+  std::deque<Scenario> size_scenarios;
+  DMALAB_RETURN_IF_ERROR(AddSizeRows(
+      runs, options, limit, std::string(kRingCollective), [ran] { ran(1); }, size_scenarios,
+      report));
+  DMALAB_RETURN_IF_ERROR(runs.Run(JobsOf(options)));
   report.seconds = SecondsSince(start);
   return report;
 }
 
-// The clean rows' table: the collective under test, no fault injected.
-std::string FormatCleanRows(const ZooReport& report, int* runs, int* failing) {
+// The clean rows' table: the collective under test, no fault injected. A failing row names the
+// step of its first finding on a line of its own.
+std::string FormatCleanRows(const std::vector<ZooCleanRow>& rows, int* runs, int* failing) {
   std::string out = absl::StrFormat("%-44s %6s %8s %12s %-44s %8s\n", "scenario", "seeds",
                                     "failing", "first_failing", "checker", "seconds");
-  for (const ZooCleanRow& row : report.clean) {
+  for (const ZooCleanRow& row : rows) {
     *runs += row.seeds_run;
     *failing += row.failing_runs;
     if (!row.skipped.empty()) {
@@ -446,29 +575,68 @@ std::string FormatCleanRows(const ZooReport& report, int* runs, int* failing) {
         &out, "%-44s %6d %8d %12s %-44s %8.1f\n", row.scenario, row.seeds_run, row.failing_runs,
         row.failing_runs > 0 ? absl::StrFormat("%d", row.first_failing_seed) : "-",
         row.failing_runs > 0 ? row.checkers : "-", row.seconds);
+    if (row.failing_runs > 0 && !row.first_step.empty()) {
+      absl::StrAppendFormat(&out, "    first failure: %s\n", EscapeText(row.first_step));
+    }
   }
   return out;
+}
+
+// The size family's section: what each regime covers, then its rows; a failing row names its
+// first failing step, whose label names tokens, hidden size (or bytes) and form.
+std::string FormatSizeRows(const ZooReport& report, int* runs, int* failing) {
+  if (report.sizes.empty()) return "";
+  std::string out =
+      "\n# size regimes (generated scenarios, common/scenario/size_family.h; --write-sizes=DIR "
+      "writes them), no fault injected\n";
+  std::set<std::string> regimes;
+  for (const ZooCleanRow& row : report.sizes) {
+    if (regimes.insert(row.regime).second) absl::StrAppend(&out, "#   ", row.regime, "\n");
+  }
+  out += FormatCleanRows(report.sizes, runs, failing);
+  return out;
+}
+
+// "seeds 1..N" on the simulator; on GPUs the perturbation seeds or the unperturbed runs.
+std::string RunsText(const ZooOptions& o, int runs) {
+  if (o.backend == "sim") {
+    return absl::StrFormat("on the simulator (%s fidelity), seeds 1..%d", FidelityName(o.fidelity),
+                           runs);
+  }
+  if (o.perturb) {
+    return absl::StrFormat("on the GPU, perturbation seeds %d..%d", *o.perturb,
+                           *o.perturb + static_cast<uint64_t>(runs) - 1);
+  }
+  return absl::StrFormat("on the GPU, %d unperturbed runs", runs);
 }
 
 std::string FormatZooReport(const ZooReport& report, const ZooOptions& options) {
   if (options.collective != kRingCollective) {
     int runs = 0, failing = 0;
     std::string out = absl::StrFormat(
-        "# dmalab zoo: collective %s on the simulator (%s fidelity), seeds 1..%d, over every zoo "
-        "scenario and every example plugin's scenario, no fault injected\n"
+        "# dmalab zoo: collective %s %s, over every zoo scenario, every example plugin's "
+        "scenario and the size regimes, no fault injected\n"
         "# (the ring's fault injections and the example plugins are left out: they test the "
         "ring and the examples)\n",
-        options.collective, FidelityName(options.fidelity), options.seeds);
-    out += FormatCleanRows(report, &runs, &failing);
+        options.collective, RunsText(options, options.seeds));
+    out += FormatCleanRows(report.clean, &runs, &failing);
+    out += FormatSizeRows(report, &runs, &failing);
     absl::StrAppendFormat(&out, "\nfailing runs %d in %d, %.1f s, status=%s\n", failing, runs,
                           report.seconds, report.pass() ? "PASS" : "FAIL");
     return out;
   }
-  std::string out = absl::StrFormat(
-      "# dmalab zoo: every fault injection on the simulator (%s fidelity), seeds 1..%d\n",
-      FidelityName(options.fidelity), options.seeds);
-  absl::StrAppendFormat(&out, "%-24s %-44s %-11s %-40s %10s %6s\n", "fault", "scenario", "detected",
-                        "checker", "first_seed", "seeds");
+  std::string out;
+  if (options.backend == "sim") {
+    absl::StrAppendFormat(&out, "# dmalab zoo: every fault injection %s\n",
+                          RunsText(options, options.seeds));
+    absl::StrAppendFormat(&out, "%-24s %-44s %-11s %-40s %10s %6s\n", "fault", "scenario",
+                          "detected", "checker", "first_seed", "seeds");
+  } else {
+    absl::StrAppendFormat(&out,
+                          "# dmalab zoo: the ring %s (the fault injections need the "
+                          "simulator's checkers: left out)\n",
+                          RunsText(options, options.seeds));
+  }
   int detectable = 0, detected = 0;
   for (const ZooRow& row : report.faults) {
     std::string verdict = row.detected ? "yes" : "no";
@@ -481,13 +649,14 @@ std::string FormatZooReport(const ZooReport& report, const ZooOptions& options) 
                           row.seeds_run);
   }
   if (!report.plugins.empty()) {
-    absl::StrAppendFormat(&out,
-                          "\n# third-party collectives (examples/plugins/): the bug, then its fix\n"
-                          "%-22s %-44s %-9s %-40s %10s %-26s %8s\n",
-                          "plugin", "scenario", "detected", "checker", "first_seed", "fix",
-                          "fix_fail");
+    absl::StrAppendFormat(
+        &out,
+        "\n# third-party collectives (examples/plugins/): the bug, then its fix%s\n"
+        "%-22s %-44s %-9s %-40s %10s %-28s %8s\n",
+        options.backend == "sim" ? "" : " (on the GPU the bug is shown, only the fix is judged)",
+        "plugin", "scenario", "detected", "checker", "first_seed", "fix", "fix_fail");
     for (const ZooPluginRow& row : report.plugins) {
-      absl::StrAppendFormat(&out, "%-22s %-44s %-9s %-40s %10s %-26s %8d\n", row.plugin,
+      absl::StrAppendFormat(&out, "%-22s %-44s %-9s %-40s %10s %-28s %8d\n", row.plugin,
                             row.scenario, row.detected ? "yes" : "no",
                             row.detected ? row.checkers : "-",
                             row.detected ? absl::StrFormat("%d", row.first_seed) : "-", row.fixed,
@@ -496,7 +665,8 @@ std::string FormatZooReport(const ZooReport& report, const ZooOptions& options) 
   }
   out += "\n# no fault (false positives)\n";
   int runs = 0, failing = 0;
-  out += FormatCleanRows(report, &runs, &failing);
+  out += FormatCleanRows(report.clean, &runs, &failing);
+  out += FormatSizeRows(report, &runs, &failing);
   absl::StrAppendFormat(&out,
                         "\nfaults detected %d/%d (rows), false positives %d in %d clean runs, "
                         "%.1f s, status=%s\n",
@@ -509,8 +679,14 @@ std::string FormatZooJson(const ZooReport& report, const ZooOptions& options) {
   JsonWriter w;
   w.BeginObject();
   WriteJsonPreamble(w, "zoo");
-  w.Key("collective").String(options.collective);
+  w.Key("collective").String(options.collective).Key("backend").String(options.backend);
   w.Key("fidelity").String(FidelityName(options.fidelity)).Key("seeds").Int(options.seeds);
+  w.Key("size_seeds").Int(options.size_seeds).Key("perturb");
+  if (options.perturb) {
+    w.UInt(*options.perturb);
+  } else {
+    w.Null();
+  }
   w.Key("faults").BeginArray();
   for (const ZooRow& row : report.faults) {
     w.BeginObject().Key("fault").String(FaultName(row.fault)).Key("scenario").String(row.scenario);
@@ -543,32 +719,47 @@ std::string FormatZooJson(const ZooReport& report, const ZooOptions& options) {
     } else {
       w.Null();
     }
+    w.Key("bug_required").Bool(row.bug_required);
     w.Key("seeds_run").Int(row.seeds_run).Key("fixed_seeds_run").Int(row.fixed_seeds_run);
     w.Key("fixed_failing_runs").Int(row.fixed_failing_runs).EndObject();
   }
   w.EndArray();
-  w.Key("clean").BeginArray();
-  for (const ZooCleanRow& row : report.clean) {
-    w.BeginObject().Key("scenario").String(row.scenario).Key("seeds_run").Int(row.seeds_run);
-    w.Key("failing_runs").Int(row.failing_runs).Key("first_failing_seed");
-    if (row.failing_runs > 0) {
-      w.UInt(row.first_failing_seed);
-    } else {
-      w.Null();
+  for (const auto& [key, rows] : {std::pair{"clean", &report.clean}, {"sizes", &report.sizes}}) {
+    w.Key(key).BeginArray();
+    for (const ZooCleanRow& row : *rows) {
+      w.BeginObject().Key("scenario").String(row.scenario).Key("seeds_run").Int(row.seeds_run);
+      w.Key("failing_runs").Int(row.failing_runs).Key("first_failing_seed");
+      if (row.failing_runs > 0) {
+        w.UInt(row.first_failing_seed);
+      } else {
+        w.Null();
+      }
+      w.Key("checkers").BeginArray();
+      if (row.failing_runs > 0) {
+        for (absl::string_view c : absl::StrSplit(row.checkers, ',')) w.String(std::string(c));
+      }
+      w.EndArray().Key("first_step");
+      if (row.failing_runs > 0) {
+        w.String(row.first_step);
+      } else {
+        w.Null();
+      }
+      w.Key("regime");
+      if (row.regime.empty()) {
+        w.Null();
+      } else {
+        w.String(row.regime);
+      }
+      w.Key("skipped");
+      if (row.skipped.empty()) {
+        w.Null();
+      } else {
+        w.String(row.skipped);
+      }
+      w.Key("seconds").Double(row.seconds).EndObject();
     }
-    w.Key("checkers").BeginArray();
-    if (row.failing_runs > 0) {
-      for (absl::string_view c : absl::StrSplit(row.checkers, ',')) w.String(std::string(c));
-    }
-    w.EndArray().Key("skipped");
-    if (row.skipped.empty()) {
-      w.Null();
-    } else {
-      w.String(row.skipped);
-    }
-    w.Key("seconds").Double(row.seconds).EndObject();
+    w.EndArray();
   }
-  w.EndArray();
   w.Key("seconds").Double(report.seconds);
   w.Key("status").String(report.pass() ? "PASS" : "FAIL");
   w.EndObject();
@@ -615,6 +806,19 @@ absl::StatusOr<std::string> FindZooRoot(const std::string& root) {
       ZooScenarios().front(), ZooScenarios().size() - 2, absl::StrJoin(looked, ", ")));
 }
 
+absl::Status WriteSizeFamily(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    return absl::InvalidArgumentError(absl::StrFormat("cannot create '%s': %s", dir, ec.message()));
+  for (const SizeFamilyMember& m : SizeFamily()) {
+    const std::string path =
+        (std::filesystem::path(dir) / std::filesystem::path(m.file).filename()).string();
+    DMALAB_RETURN_IF_ERROR(WriteTextFile(path, m.yaml));
+  }
+  return absl::OkStatus();
+}
+
 int RunZooCommand(const ZooCommand& command) {
   const auto bad_input = [](const std::string& message) {
     std::fprintf(stderr, "dmalab zoo: %s\n", message.c_str());
@@ -636,6 +840,20 @@ int RunZooCommand(const ZooCommand& command) {
   }
   options.collective = command.run.collective;
   options.hang_seconds = command.hang_seconds;
+  options.size_seeds = command.sizes;
+  options.backend = command.backend;
+  options.gpus = command.gpus;
+  options.perturb = command.perturb;
+  DeviceChoice choice;
+  choice.backend = command.backend;
+  choice.perturb_seed = command.perturb;
+  if (absl::Status s = CheckDeviceChoice(choice); !s.ok())
+    return bad_input(std::string(s.message()));
+  if (!command.write_sizes.empty()) {
+    if (absl::Status s = WriteSizeFamily(command.write_sizes); !s.ok()) {
+      return bad_input(absl::StrCat("--write-sizes: ", s.message()));
+    }
+  }
   absl::StatusOr<std::string> root = FindZooRoot(command.root);
   if (!root.ok()) return bad_input(std::string(root.status().message()));
   options.root = *root;

@@ -1,12 +1,15 @@
 // `dmalab zoo`: the bug zoo. Replays every named fault injection (common/ring/faults.h) against the
 // scenarios that can show it, on the simulator over seeds 1..N, and the correct implementation
-// against every zoo scenario over the same seeds; prints which checker caught each fault at which
-// seed first and the false-positive count.
+// against every zoo scenario and every member of the size-regime family
+// (common/scenario/size_family.h) over the same seeds; prints which checker caught each fault at
+// which seed first and the false-positive count. On GPUs (--backend=hw) the runs of a row differ
+// by their schedule perturbation (measure/perturbing_device.h) instead of a scheduling seed.
 #ifndef DMALAB_TOOLS_ZOO_H_
 #define DMALAB_TOOLS_ZOO_H_
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,9 +35,20 @@ struct ZooOptions {
   // Every run of a plugin is in a worker process (tools/isolated_run.h): its crash or exit is a
   // failing run (collective_crash), and so is a step longer than this (collective_hang).
   int hang_seconds = kDefaultHangSeconds;
-  // Runs made at once, on this many threads; results are taken in seed order, so the report is
+  // Runs made at once, on this many threads (simulator runs); results are taken in seed order, so the report is
   // the same for any number (but its times).
   int jobs = 1;
+  // Runs of each size-regime scenario (scheduling seeds 1..size_seeds, or perturbation seeds on
+  // GPUs); 0 leaves the family out.
+  int size_seeds = 1;
+  // "sim", or "hw": the GPUs run the clean rows, the size family and the example plugins' fixes
+  // (the fault injections and the API case need the simulator's checkers, and an example's bug
+  // is shown, not required, there); `gpus` as replay's, at most a scenario's world size. With
+  // `perturb` = P, run i of a row is perturbed with seed P + i - 1; without, runs are
+  // unperturbed.
+  std::string backend = "sim";
+  int gpus = 1;
+  std::optional<uint64_t> perturb;
   // Optional: called after every run with the runs done and the most the zoo can run (a fault
   // row stops at its first detection; the runs it skips count as done).
   std::function<void(int64_t done, int64_t total)> progress;
@@ -44,6 +58,11 @@ struct ZooOptions {
 struct ZooCommand {
   int seeds = 20;
   int jobs = 0;  // 0: AvailableCores()
+  int sizes = 1;            // --sizes: runs of each size-regime scenario; 0 leaves them out
+  std::string write_sizes;  // --write-sizes=DIR: also write the size-regime scenarios there
+  std::string backend = "sim";
+  int gpus = 1;
+  std::optional<uint64_t> perturb;  // hw: the first perturbation seed
   std::string fidelity = "values";
   // --root: the folder holding scenarios/ and tests/zoo/ (a source tree or an install's
   // share/dmalab); empty: search (FindZooRoot).
@@ -74,8 +93,11 @@ struct ZooCleanRow {
   std::string scenario;
   int seeds_run = 0;
   int failing_runs = 0;
+  // The first failing run's seed: scheduling seed (sim), perturbation seed or run number (hw).
   uint64_t first_failing_seed = 0;
-  std::string checkers;  // comma-separated checker names of the first failing run
+  std::string checkers;    // comma-separated checker names of the first failing run
+  std::string first_step;  // the step of the first failing run's first finding
+  std::string regime;      // size-regime rows: what the scenario covers
   // Why the scenario did not run (a plugin and a compressed wire, which is the ring's option);
   // empty when it ran.
   std::string skipped;
@@ -94,12 +116,14 @@ struct ZooPluginRow {
   int seeds_run = 0;
   int fixed_seeds_run = 0;
   int fixed_failing_runs = 0;  // false positives of the fix
+  bool bug_required = true;    // false on GPUs: the bug is shown, the fix is what is judged
 };
 
 struct ZooReport {
   std::vector<ZooRow> faults;
   std::vector<ZooPluginRow> plugins;
   std::vector<ZooCleanRow> clean;
+  std::vector<ZooCleanRow> sizes;  // the size-regime family, one row per member
   double seconds = 0;
   // Every non-benign row detected, every benign row silent, and no false positive.
   bool pass() const;
@@ -116,6 +140,9 @@ std::string FormatZooReport(const ZooReport& report, const ZooOptions& options);
 
 // The report as JSON (docs/json.md).
 std::string FormatZooJson(const ZooReport& report, const ZooOptions& options);
+
+// Writes every member of the size-regime family as DIR/<name>.yaml (creating DIR).
+absl::Status WriteSizeFamily(const std::string& dir);
 
 // Returns the exit status: 0 PASS, 1 a fault undetected or a false positive, 2 bad input.
 int RunZooCommand(const ZooCommand& command);

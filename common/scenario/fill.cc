@@ -19,6 +19,18 @@ uint64_t FillKey(uint64_t scenario_seed, uint64_t step_seed, int rank) {
 
 namespace {
 
+// The integer fill's elements: visit(i, v_i) for i < elems (the formula of Value for kInt).
+template <typename Visit>
+void GenerateInts(double lo, double hi, uint64_t key, int64_t elems, Visit visit) {
+  const uint64_t range =
+      static_cast<uint64_t>(static_cast<int64_t>(hi) - static_cast<int64_t>(lo)) + 1;
+  const int64_t base = static_cast<int64_t>(lo);
+  for (int64_t i = 0; i < elems; ++i) {
+    const uint64_t u = SplitMix64(key + static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ull);
+    visit(i, base + static_cast<int64_t>(((u >> 32) * range) >> 32));
+  }
+}
+
 // Elements are generated a block at a time: a fixed trip count that GCC vectorizes at -O2.
 constexpr int64_t kBlock = 64;
 
@@ -108,6 +120,12 @@ void FillElementsPortable(DType dtype, FillKind kind, double lo, double hi, uint
                           absl::Span<uint8_t> out) {
   FillPortable(dtype, kind, lo, hi, key, static_cast<int64_t>(out.size()) / DTypeBytes(dtype),
                out.data());
+}
+
+void AccumulateIntFill(double lo, double hi, uint64_t key, int64_t coeff, absl::Span<int64_t> acc) {
+  int64_t* out = acc.data();
+  GenerateInts(lo, hi, key, static_cast<int64_t>(acc.size()),
+               [out, coeff](int64_t i, int64_t v) { out[i] += coeff * v; });
 }
 
 int64_t ExactIntegerLimit(DType dtype) {

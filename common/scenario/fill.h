@@ -49,6 +49,11 @@ void FillElements(DType dtype, FillKind kind, double lo, double hi, uint64_t key
 void FillElementsPortable(DType dtype, FillKind kind, double lo, double hi, uint64_t key,
                           absl::Span<uint8_t> out);
 
+// Adds coeff * v_i to acc[i] for every i < acc.size(), v_i being the kInt fill's elements with
+// this key (the same generator as FillElements): how the replay computes exact expected sums
+// without reading the device (common/scenario/known_values.h).
+void AccumulateIntFill(double lo, double hi, uint64_t key, int64_t coeff, absl::Span<int64_t> acc);
+
 // The largest integer magnitude every smaller integer of which dtype represents exactly:
 // 256 for bf16, 2048 for fp16, 2^24 for fp32.
 int64_t ExactIntegerLimit(DType dtype);

@@ -18,6 +18,7 @@
 #include "common/plugin/open_collective.h"
 #include "common/ring/dma_all_reduce.h"
 #include "common/scenario/fill.h"
+#include "common/scenario/known_values.h"
 #include "common/scenario/replay_checks.h"
 
 namespace dmalab {
@@ -34,6 +35,8 @@ std::string_view ReplayFindingKindName(ReplayFindingKind kind) {
       return "expect_equal";
     case ReplayFindingKind::kWrongSum:
       return "wrong_sum";
+    case ReplayFindingKind::kNonFinite:
+      return "non_finite";
     case ReplayFindingKind::kFreeFailed:
       return "free_failed";
     case ReplayFindingKind::kDeviceError:
@@ -58,6 +61,7 @@ struct LiveTensor {
   std::vector<TensorView> views;
   std::vector<MemRef> allocations;
   std::string origin;  // the step that made it live
+  KnownValues known;   // what its values are, as far as the steps say (known_values.h)
 };
 
 // What a buffer holds, as far as the device can say: its bytes (values devices) or its
@@ -101,9 +105,17 @@ struct CapturedAllReduce {
   std::vector<MemRef> output_mems;
 };
 
+// A step inside a captured graph (an add or an all-reduce), applied to the known values at every
+// launch, while its tensors are still the storage captured.
+struct CapturedEffect {
+  const Step* step = nullptr;
+  std::vector<std::pair<std::string, std::vector<MemRef>>> tensors;  // operands and destination
+};
+
 struct CapturedGraph {
   GraphId id;
   std::vector<CapturedAllReduce> all_reduces;
+  std::vector<CapturedEffect> effects;  // in capture order
 };
 
 // A device failure, carried out of a step to stop the replay with a finding.
@@ -193,8 +205,16 @@ class Replayer {
   absl::Status ExpectEqual(const Step& step);
   absl::Status CaptureGraph(const Step& step);
   absl::Status LaunchGraph(const Step& step);
-  // Hashes an all-reduce's output (rank 0's bytes) and checks every rank against rank 0.
-  absl::Status CheckOutput(AllReduceRecord rec, const LiveTensor& out);
+  // Hashes an all-reduce's output (rank 0's bytes), checks every rank against rank 0 and, where
+  // its values are known (known_values.h), against them.
+  absl::Status CheckOutput(AllReduceRecord rec, LiveTensor& out);
+  // What `step` (an add or an all-reduce) leaves in its destination, from its operands' values.
+  KnownValues KnownAfter(const Step& step) const;
+  // Inside a capture: `step` changes its destination's values at every launch (LaunchGraph).
+  void RecordEffect(const Step& step, const std::vector<std::string>& tensors);
+  // The values of `name`, when live, are no longer what the steps say (it was found changed,
+  // aliased or wrong): later checks must not blame its readers.
+  void Forget(const std::string& name);
   // `name` by value: callers pass keys of live_, which Release erases (fuzzer-found).
   void Release(std::string name, bool at_end);
   absl::Status VerifyRetained();
@@ -240,6 +260,7 @@ class Replayer {
   std::map<std::string, size_t> group_of_;  // step_id + signature -> index in r_.groups
   bool values_ = true;                      // the device holds values (else provenance only)
   Contents buf_, buf0_;
+  std::vector<int64_t> expected_;  // an output's exact values (CheckOutput)
   std::vector<Contents> snapshot_pool_;
   std::map<std::string, CapturedGraph> graphs_;
   CapturedGraph* capturing_ = nullptr;  // the graph a capture_graph step is recording
@@ -515,6 +536,21 @@ absl::Status Replayer::CaptureGraph(const Step& step) {
 absl::Status Replayer::LaunchGraph(const Step& step) {
   const CapturedGraph& g = graphs_.at(step.graph);
   if (absl::Status s = d_->LaunchGraph(g.id); !s.ok()) return Failed(s);
+  // The values the launch leaves, step by step as captured. A step whose operands are no longer
+  // the storage captured read other memory: its destination's values are then unknown.
+  const auto is_captured = [&](const std::pair<std::string, std::vector<MemRef>>& t) {
+    auto it = live_.find(t.first);
+    if (it == live_.end()) return false;
+    for (int rank = 0; rank < s_.world; ++rank) {
+      if (!(it->second.views[rank].mem == t.second[rank])) return false;
+    }
+    return true;
+  };
+  for (const CapturedEffect& e : g.effects) {
+    if (!is_captured(e.tensors.back())) continue;  // it wrote memory no live tensor owns now
+    const bool operands = std::all_of(e.tensors.begin(), e.tensors.end() - 1, is_captured);
+    live_.at(e.tensors.back().first).known = operands ? KnownAfter(*e.step) : KnownValues();
+  }
   for (const CapturedAllReduce& c : g.all_reduces) {
     // A graph keeps writing the storage it was captured with; once that is released, the
     // device's checkers (use after free) are what can tell.
@@ -588,8 +624,11 @@ absl::Status Replayer::Fill(const Step& step) {
   std::vector<int64_t> its;
   for (auto [i, n] : iterations_) its.push_back(i);
   const uint64_t step_seed = FillStepSeed(step.seed, its);
+  std::vector<uint64_t> keys;
+  for (int rank = 0; rank < s_.world; ++rank) keys.push_back(FillKey(seed_, step_seed, rank));
+  live_[step.tensor].known = KnownValues::Fill(step.fill_kind, step.lo, step.hi, keys);
   for (int rank = 0; rank < s_.world; ++rank) {
-    const uint64_t key = FillKey(seed_, step_seed, rank);
+    const uint64_t key = keys[rank];
     const TensorView& v = live_[step.tensor].views[rank];
     const MemRef mem = v.mem.Slice(0, v.bytes());
     if (!values_) {
@@ -619,18 +658,22 @@ absl::Status Replayer::AllReduce(const Step& step) {
   rec.form = step.form;
   rec.elems = in.decl->elems();
   rec.bytes = in.decl->bytes();
-  // The call's verdict on its arguments is bad input (IsRejectedArguments). A broken contract
-  // (Aborted: e.g. a plugin freeing memory it does not own) is a collective_error finding; any
-  // other error (a flag wait that timed out, a device error) is a failure while executing the
-  // collective under test: a device_error finding. Both stop the replay.
-  auto bad_input = [&](const absl::Status& s) {
+  // Before the call: in place, it overwrites its input.
+  KnownValues after = KnownAfter(step);
+  // Whose fault a failed call is: the built-in ring refusing the scenario's arguments is bad
+  // input; anything else is the collective under test failing, a finding that stops the replay
+  // (IsCollectiveCallBadInput, CollectiveCallFailureKind).
+  auto call_failed = [&](const absl::Status& s) {
     const absl::Status located(s.code(), absl::StrFormat("%s: %s", step.Describe(), s.message()));
-    if (IsRejectedArguments(s)) return located;
-    return absl::IsAborted(s) ? CollectiveFailed(located) : Failed(located);
+    if (IsCollectiveCallBadInput(s, o_.collective)) return located;
+    if (CollectiveCallFailureKind(s, o_.collective) == ReplayFindingKind::kCollectiveError) {
+      return CollectiveFailed(located);
+    }
+    return Failed(located);
   };
   if (step.form == AllReduceForm::kDefault) {
     auto outs = ar_->AllReduce(in.views);
-    if (!outs.ok()) return bad_input(outs.status());
+    if (!outs.ok()) return call_failed(outs.status());
     LiveTensor t;
     t.decl = s_.FindTensor(step.result);
     t.origin = step_text_;
@@ -641,16 +684,18 @@ absl::Status Replayer::AllReduce(const Step& step) {
   } else {
     rec.output = step.form == AllReduceForm::kOut ? step.out : step.input;
     if (absl::Status s = ar_->AllReduce(in.views, live_.at(rec.output).views); !s.ok()) {
-      return bad_input(s);
+      return call_failed(s);
     }
   }
-  const LiveTensor& out = live_.at(rec.output);
+  LiveTensor& out = live_.at(rec.output);
   if (capturing_ != nullptr) {  // nothing ran yet: every launch checks the output
     CapturedAllReduce c{step.Describe(), rec.input, rec.output, rec.form, {}};
     for (const TensorView& v : out.views) c.output_mems.push_back(v.mem);
     capturing_->all_reduces.push_back(std::move(c));
+    RecordEffect(step, {rec.input, rec.output});
     return absl::OkStatus();
   }
+  out.known = std::move(after);
   CheckGrowth();
   return CheckOutput(std::move(rec), out);
 }
@@ -683,14 +728,79 @@ void Replayer::CheckGrowth() {
   }
 }
 
-absl::Status Replayer::CheckOutput(AllReduceRecord rec, const LiveTensor& out) {
+void Replayer::RecordEffect(const Step& step, const std::vector<std::string>& tensors) {
+  CapturedEffect e;
+  e.step = &step;
+  for (const std::string& name : tensors) {
+    std::vector<MemRef> mems;
+    for (const TensorView& v : live_.at(name).views) mems.push_back(v.mem);
+    e.tensors.emplace_back(name, std::move(mems));
+  }
+  capturing_->effects.push_back(std::move(e));
+}
+
+KnownValues Replayer::KnownAfter(const Step& step) const {
+  if (step.kind == StepKind::kAdd) {
+    return KnownValues::Add(live_.at(step.a).known, live_.at(step.b).known,
+                            s_.FindTensor(step.dst)->dtype);
+  }
+  return KnownValues::AllReduce(live_.at(step.input).known, s_.world,
+                                s_.FindTensor(step.input)->dtype, s_.wire == WireMode::kNative);
+}
+
+void Replayer::Forget(const std::string& name) {
+  if (auto it = live_.find(name); it != live_.end()) it->second.known = KnownValues();
+}
+
+// One rank's output against what it must hold.
+struct ValueCheck {
+  int64_t count = 0;  // elements that fail the check
+  int64_t first = 0;
+  float got = 0, want = 0;
+};
+
+absl::Status Replayer::CheckOutput(AllReduceRecord rec, LiveTensor& out) {
+  const DType dtype = out.decl->dtype;
+  // Only a device with values can say; a shadow device's provenance has no numbers.
+  const bool check_sum = values_ && out.known.exact();
+  const bool check_finite = values_ && out.known.bound() <= MaxFinite(dtype);
+  std::vector<ValueCheck> wrong(s_.world), non_finite(s_.world);
+  int expected_rank = -1;  // whose exact values expected_ holds
+  const auto check_values = [&](int rank, const Contents& c) {
+    const int64_t elems = out.decl->elems();
+    if (check_sum) {
+      if (expected_rank < 0 || !out.known.SameAs(expected_rank, rank)) {
+        expected_.resize(elems);
+        out.known.Exact(rank, absl::MakeSpan(expected_));
+        expected_rank = rank;
+      }
+      ValueCheck& w = wrong[rank];
+      for (int64_t i = 0; i < elems; ++i) {
+        const float got = LoadAsFloat(dtype, c.bytes.data(), i);
+        if (got == static_cast<float>(expected_[i])) continue;
+        if (w.count++ == 0) w = ValueCheck{1, i, got, static_cast<float>(expected_[i])};
+      }
+    }
+    if (check_finite) {
+      ValueCheck& n = non_finite[rank];
+      for (int64_t i = 0; i < elems; ++i) {
+        const float got = LoadAsFloat(dtype, c.bytes.data(), i);
+        if (std::isfinite(got)) continue;
+        if (n.count++ == 0) n = ValueCheck{1, i, got, 0};
+      }
+    }
+  };
+  bool wrong_values = false;
   if (absl::Status s = ReadInto(out.views[0], &buf0_); !s.ok()) return s;
   rec.hash = values_ ? Xxh64(buf0_.bytes) : ProvenanceDigest(buf0_.provenance);
+  check_values(0, buf0_);
   for (int rank = 1; rank < s_.world; ++rank) {
     if (absl::Status s = ReadInto(out.views[rank], &buf_); !s.ok()) return s;
+    check_values(rank, buf_);
     int64_t first = 0;
-    const int64_t changed = CountChanged(buf0_, buf_, out.decl->dtype, &first);
+    const int64_t changed = CountChanged(buf0_, buf_, dtype, &first);
     if (changed == 0) continue;
+    wrong_values = true;
     rec.rank_consistent = false;
     r_.rank_consistent = false;
     ReplayFinding f = NewFinding(ReplayFindingKind::kRankInconsistent, rank);
@@ -702,6 +812,36 @@ absl::Status Replayer::CheckOutput(AllReduceRecord rec, const LiveTensor& out) {
                         rec.output, changed, rec.elems, first);
     AddFinding(std::move(f));
   }
+  // In the PyTorch harness's order (python/dmalab/torch/worker.py), with its words.
+  for (int rank = 0; rank < s_.world; ++rank) {
+    const ValueCheck& w = wrong[rank];
+    if (w.count == 0) continue;
+    wrong_values = true;
+    ReplayFinding f = NewFinding(ReplayFindingKind::kWrongSum, rank);
+    f.storage = {{rec.output, out.views[rank].mem}};
+    f.elems = w.count;
+    f.of_elems = rec.elems;
+    f.detail = absl::StrFormat(
+        "output '%s' differs from the exact sum of the ranks' integer inputs in %d of %d "
+        "elements; first at %d: %g, exact %g",
+        rec.output, w.count, rec.elems, w.first, w.got, w.want);
+    AddFinding(std::move(f));
+  }
+  for (int rank = 0; rank < s_.world; ++rank) {
+    const ValueCheck& n = non_finite[rank];
+    if (n.count == 0) continue;
+    wrong_values = true;
+    ReplayFinding f = NewFinding(ReplayFindingKind::kNonFinite, rank);
+    f.storage = {{rec.output, out.views[rank].mem}};
+    f.elems = n.count;
+    f.of_elems = rec.elems;
+    f.detail = absl::StrFormat(
+        "output '%s' holds %d non-finite elements (NaN or infinity) of %d, from finite inputs; "
+        "first at %d: %g",
+        rec.output, n.count, rec.elems, n.first, n.got);
+    AddFinding(std::move(f));
+  }
+  if (wrong_values) out.known = KnownValues();  // its readers are not to blame
   if (++r_.all_reduces_total <= o_.max_all_reduce_records) r_.all_reduces.push_back(std::move(rec));
   return absl::OkStatus();
 }
@@ -712,9 +852,14 @@ absl::Status Replayer::Add(const Step& step) {
     if (!t.ok()) return t.status();
     live_[step.dst] = *std::move(t);
   }
-  const LiveTensor& dst = live_.at(step.dst);
+  LiveTensor& dst = live_.at(step.dst);
   const LiveTensor& a = live_.at(step.a);
   const LiveTensor& b = live_.at(step.b);
+  if (capturing_ != nullptr) {
+    RecordEffect(step, {step.a, step.b, step.dst});
+  } else {
+    dst.known = KnownAfter(step);
+  }
   const std::string label = step.label.empty() ? "add" : step.label;
   for (int rank = 0; rank < s_.world; ++rank) {
     const Operand terms[] = {{a.views[rank].mem, Codec::kPlain},
@@ -761,6 +906,7 @@ absl::Status Replayer::VerifyRetained() {
       if (absl::Status s = ReadInto(t.views[rank], &buf_); !s.ok()) return s;
       int64_t first = 0;
       const int64_t changed = CountChanged(ret.snapshot[rank], buf_, t.decl->dtype, &first);
+      if (changed > 0) Forget(name);
       if (changed <= ret.max_changed[rank]) continue;
       if (ret.max_changed[rank] == 0) {
         ReplayFinding f = NewFinding(ReplayFindingKind::kRetainedMismatch, rank);
@@ -832,6 +978,9 @@ void Replayer::CheckAliases() {
   }
   for (const auto& [key, hits] : pairs) {
     r_.pointer_alias = true;
+    // Writing either changes the other.
+    Forget(key.first);
+    Forget(key.second);
     if (!reported_aliases_.insert(key).second) continue;
     const ResultAlias& a = hits.front();
     std::vector<int> ranks;
@@ -912,15 +1061,29 @@ ReplayMemoryNeed EstimateReplayMemory(const Scenario& scenario, const ReplayOpti
     ar.faults = options.faults;
     need.workspace_bytes_per_rank = DmaAllReduce::WorkspaceBytesPerRank(scenario.world, ar);
   }
-  uint64_t largest = 0;
-  for (const auto& [name, t] : scenario.tensors) largest = std::max(largest, t.bytes());
-  need.host_bytes =
-      MulAdd(walk.peak_retained(), static_cast<uint64_t>(scenario.world), MulAdd(largest, 2, 0));
+  uint64_t largest = 0, most_elems = 0;
+  for (const auto& [name, t] : scenario.tensors) {
+    largest = std::max(largest, t.bytes());
+    most_elems = std::max(most_elems, static_cast<uint64_t>(t.elems()));
+  }
+  // Two read buffers, and an output's exact values (int64 each).
+  const uint64_t buffers = MulAdd(largest, 2, MulAdd(most_elems, sizeof(int64_t), 0));
+  need.host_bytes = MulAdd(walk.peak_retained(), static_cast<uint64_t>(scenario.world), buffers);
   return need;
 }
 
 bool IsRejectedArguments(const absl::Status& status) {
   return absl::IsInvalidArgument(status) || absl::IsFailedPrecondition(status);
+}
+
+bool IsCollectiveCallBadInput(const absl::Status& status, std::string_view collective) {
+  return !IsPluginPath(collective) && IsRejectedArguments(status);
+}
+
+ReplayFindingKind CollectiveCallFailureKind(const absl::Status& status,
+                                            std::string_view collective) {
+  return absl::IsAborted(status) || IsPluginPath(collective) ? ReplayFindingKind::kCollectiveError
+                                                             : ReplayFindingKind::kDeviceError;
 }
 
 absl::StatusOr<ReplayReport> Replay(const Scenario& scenario, Device* device,

@@ -6,6 +6,9 @@
 //   - no pointer alias: no two live tensors share a byte of storage on any rank (byte intervals,
 //     not start addresses);
 //   - rank consistency: after every all_reduce all ranks' outputs are bit-identical;
+//   - values: an all-reduce output whose exact value the steps determine (integer fills whose
+//     sums are exact in the dtype) equals it on every rank, and one from finite inputs holds no
+//     NaN or infinity (common/scenario/known_values.h; devices with values only);
 //   - frees succeed: releasing a default-form result returns an allocation of its own.
 // Any violation is a ReplayFinding and makes the verdict FAIL. The same scenario replays unchanged
 // on SimDevice and CudaDevice; the output hash of each all-reduce (common/core/hash.h) is computed
@@ -97,7 +100,8 @@ struct ReplayMemoryNeed {
   int world = 0;
   uint64_t tensor_bytes_per_rank = 0;     // peak over the steps of the live tensors' bytes
   uint64_t workspace_bytes_per_rank = 0;  // the all-reduce's slab and staging (DmaAllReduce)
-  uint64_t host_bytes = 0;  // snapshots of retained tensors (every rank) and read buffers
+  // Snapshots of retained tensors (every rank), read buffers and an output's exact values.
+  uint64_t host_bytes = 0;
 
   uint64_t PerRank() const { return tensor_bytes_per_rank + workspace_bytes_per_rank; }
   // Everything, as the simulator holds it: every rank's memory and the host's, in one process.
@@ -112,12 +116,12 @@ enum class ReplayFindingKind {
   kRankInconsistent,  // an all-reduce output differs from rank 0's on a rank
   kExpectEqual,       // expect_equal found differing elements on a rank
   kWrongSum,          // an all-reduce of exact integers differs from their exact sum on a rank
-                      // (checked by the PyTorch harness, python/dmalab/torch)
+  kNonFinite,         // an all-reduce output holds NaN or infinity from finite inputs on a rank
   kFreeFailed,        // Device::Free refused a released tensor's storage
   kDeviceError,       // the device failed while executing; the replay stopped
   kDeviceChecker,     // the device's own checker reported something (poll_device_findings)
-  kCollectiveError,   // the collective broke its contract (e.g. freed memory it does not own);
-                      // the replay stopped
+  kCollectiveError,   // the collective broke its contract (e.g. freed memory it does not own)
+                      // or a plugin's call failed; the replay stopped
   kCollectiveCrash,   // the collective's process died (a signal) or exited during a step
                       // (tools/isolated_replay.h); the replay stopped there
   kCollectiveHang,    // a step of the collective did not end within the hang bound; the replay
@@ -125,8 +129,8 @@ enum class ReplayFindingKind {
 };
 
 // "pointer_alias", "retained_mismatch", "rank_inconsistent", "expect_equal", "wrong_sum",
-// "free_failed", "device_error", "device_checker", "collective_error", "collective_crash",
-// "collective_hang".
+// "non_finite", "free_failed", "device_error", "device_checker", "collective_error",
+// "collective_crash", "collective_hang".
 std::string_view ReplayFindingKindName(ReplayFindingKind kind);
 
 // Storage a finding involves: a tensor's view on one rank.
@@ -213,6 +217,9 @@ struct ReplayReport {
   int64_t device_findings_not_kept = 0;
   // The simulator's scheduling seed, set by whoever made the device; unset on other devices.
   std::optional<uint64_t> scheduling_seed;
+  // On GPUs: the schedule perturbation's seed (measure/perturbing_device.h), set by whoever made
+  // the device; unset when the run was not perturbed.
+  std::optional<uint64_t> perturb_seed;
 
   bool pointer_alias = false;
   // Retained-value summary: for each retention (a retain step and the tensor it names), the most
@@ -235,6 +242,18 @@ struct ReplayReport {
 // device, ...) is the collective under test failing while it executes: a finding.
 bool IsRejectedArguments(const absl::Status& status);
 
+// Whether a failed call of `collective` (ReplayOptions::collective) is bad input: only the
+// built-in ring refusing its arguments (IsRejectedArguments), whose rules dmalab documents. A
+// plugin's call that fails, whatever it says, is the collective under test failing on input the
+// scenario format allows: a collective_error finding (exit status 1).
+bool IsCollectiveCallBadInput(const absl::Status& status, std::string_view collective);
+
+// The finding a failed call of `collective` is when it is not bad input: kCollectiveError for a
+// broken contract (Aborted) or any failing call of a plugin, kDeviceError otherwise (a flag wait
+// that timed out, a device error while the ring ran).
+ReplayFindingKind CollectiveCallFailureKind(const absl::Status& status,
+                                            std::string_view collective);
+
 // Rebuilds report.groups (and groups_not_kept) from report.findings, as Replay groups them: for a
 // report assembled outside Replay (the PyTorch harness, python/dmalab/torch). A finding without
 // a checker gets ReplayFindingKindName(kind); without a step_id, it groups by step_index.
@@ -251,9 +270,10 @@ void AddFindingTo(ReplayReport& report, ReplayFinding finding, int max_findings 
 
 // Replays `scenario` on `device`, whose world size must equal the scenario's. Returns an error
 // (bad input: exit status 2 in tools) when the scenario cannot run on this device, exceeds
-// max_steps or max_memory_bytes, or an all-reduce call rejects its arguments
-// (IsRejectedArguments). Failures while executing, a timeout or device error of an all-reduce
-// call included, are findings in the report (kDeviceError: the replay stops there; FAIL).
+// max_steps or max_memory_bytes, the collective cannot be made, or the ring rejects an
+// all-reduce's arguments (IsCollectiveCallBadInput). Failures while executing, a timeout or
+// device error of an all-reduce call or a plugin's failing call included, are findings in the
+// report (kDeviceError, kCollectiveError: the replay stops there; FAIL).
 absl::StatusOr<ReplayReport> Replay(const Scenario& scenario, Device* device,
                                     const ReplayOptions& options);
 

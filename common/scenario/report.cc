@@ -120,10 +120,11 @@ std::string FormatReportText(const ReplayReport& r) {
   const auto esc = [](std::string_view text) { return EscapeText(text); };
   absl::StrAppendFormat(&out, "scenario %s (%s)\n", esc(r.scenario), esc(r.file));
   absl::StrAppendFormat(
-      &out, "collective=%s device=%s fidelity=%s world=%d wire=%s faults=%s seed=%d steps=%d%s\n",
+      &out, "collective=%s device=%s fidelity=%s world=%d wire=%s faults=%s seed=%d steps=%d%s%s\n",
       r.collective.empty() ? "none" : esc(r.collective), r.device, r.fidelity, r.world, r.wire,
       r.faults, r.seed, r.steps_executed,
-      r.scheduling_seed ? absl::StrFormat(" scheduling_seed=%d", *r.scheduling_seed) : "");
+      r.scheduling_seed ? absl::StrFormat(" scheduling_seed=%d", *r.scheduling_seed) : "",
+      r.perturb_seed ? absl::StrFormat(" perturb_seed=%d", *r.perturb_seed) : "");
   for (const AllReduceRecord& a : r.all_reduces) {
     absl::StrAppendFormat(&out, "step %d %s: %s -> %s (%s) %s elems %s bytes hash=%s%s\n",
                           a.step_index, esc(a.step), esc(a.input), esc(a.output),
@@ -205,6 +206,12 @@ std::string FormatReportJson(const ReplayReport& r) {
   w.Key("scheduling_seed");
   if (r.scheduling_seed) {
     w.UInt(*r.scheduling_seed);
+  } else {
+    w.Null();
+  }
+  w.Key("perturb_seed");
+  if (r.perturb_seed) {
+    w.UInt(*r.perturb_seed);
   } else {
     w.Null();
   }

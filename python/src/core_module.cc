@@ -51,7 +51,7 @@ ReplayFindingKind FindingKindArg(const std::string& name) {
   for (ReplayFindingKind k :
        {ReplayFindingKind::kPointerAlias, ReplayFindingKind::kRetainedMismatch,
         ReplayFindingKind::kRankInconsistent, ReplayFindingKind::kExpectEqual,
-        ReplayFindingKind::kWrongSum, ReplayFindingKind::kFreeFailed,
+        ReplayFindingKind::kWrongSum, ReplayFindingKind::kNonFinite, ReplayFindingKind::kFreeFailed,
         ReplayFindingKind::kDeviceError, ReplayFindingKind::kDeviceChecker,
         ReplayFindingKind::kCollectiveError, ReplayFindingKind::kCollectiveCrash,
         ReplayFindingKind::kCollectiveHang}) {
@@ -140,6 +140,7 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("b", &Step::b)
       .def_readonly("times", &Step::times)
       .def_readonly("body", &Step::body)
+      .def_readonly("graph", &Step::graph)
       .def("describe", &Step::Describe, "\"all_reduce 'label' at file:line:column\"");
 
   py::class_<Expectation>(m, "Expectation")
@@ -285,6 +286,7 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("wire", &ReplayReport::wire)
       .def_readwrite("faults", &ReplayReport::faults)
       .def_readwrite("seed", &ReplayReport::seed)
+      .def_readwrite("perturb_seed", &ReplayReport::perturb_seed)
       .def_readwrite("steps_executed", &ReplayReport::steps_executed)
       .def_readwrite("all_reduces", &ReplayReport::all_reduces)
       // Setting the findings regroups them (GroupFindings): the report prints groups.

@@ -42,13 +42,13 @@ for cmd in replay demo sweep calibrate zoo plan; do
   cmp -s "$tmp/out.txt" "$tmp/help1.txt" || fail "'help $cmd' differs from '$cmd --help'"
 done
 # Each command lists only its own flags.
-"$dmalab" zoo --help | grep -q -- '--gpus' && fail "zoo --help lists --gpus"
+"$dmalab" zoo --help | grep -q -- '--pieces' && fail "zoo --help lists --pieces"
 "$dmalab" plan --help | grep -q -- '--topology' && fail "plan --help lists --topology"
 "$dmalab" replay --help | grep -q -- '--ranks' && fail "replay --help lists --ranks"
 
 # --- bad input and usage: exit 2, naming the flag, the value and what is allowed ---------------
 scenario=tests/cli/live_at_end.yaml
-expect_exit 2 "flag '--gpus=2' means nothing to zoo; its flags: --help, --seeds, --jobs, --fidelity, --root, --timeout, --collective, --collective-options, --json, --quiet" -- zoo --gpus=2
+expect_exit 2 "flag '--pieces=2' means nothing to zoo; its flags: --help, --seeds, --sizes, --write-sizes, --backend, --gpus, --perturb, --jobs, --fidelity, --root, --timeout, --collective, --collective-options, --json, --quiet" -- zoo --pieces=2
 expect_exit 2 "flag '--topology=x' means nothing to plan" -- plan --topology=x
 expect_exit 2 "flag '--ranks=2' means nothing to replay" -- replay "$scenario" --ranks=2
 expect_exit 2 "flag '--no-such-flag' means nothing to demo" -- demo --no-such-flag
@@ -58,6 +58,11 @@ expect_exit 2 "dmalab replay: FILE is required" -- replay
 expect_exit 2 "--gpus means nothing without --backend=hw; drop it or add --backend=hw" -- replay "$scenario" --gpus=2
 expect_exit 2 "--seed means nothing without --backend=sim" -- replay "$scenario" --backend=hw --seed=3
 expect_exit 2 "--topology means nothing without --backend=sim" -- sweep --backend=hw --topology=x
+expect_exit 2 "--perturb means nothing without --backend=hw" -- replay "$scenario" --perturb=3
+expect_exit 2 "--perturb means nothing without --backend=hw" -- zoo --perturb=3
+expect_exit 2 "--perturb means nothing without --backend=hw" -- demo --perturb=3
+expect_exit 2 "--perturb: value 'x' is not an integer; allowed: 0 to 18446744073709551615" -- replay "$scenario" --backend=hw --perturb=x
+expect_exit 2 "--fidelity means nothing without --backend=sim" -- zoo --backend=hw --fidelity=shadow
 # -G works on the simulator too (simulator graphs); -J writes nccl-tests' JSON with the command.
 "$dmalab" sweep --backend=sim --topology=scenarios/topologies/h200_virtual_ranks.yaml --ranks=4 \
   -b 64K -e 128K -n 1 -w 1 -G 1 -J "$tmp/nccl.json" -q > "$tmp/graph_sweep.txt" 2>&1 ||
@@ -87,7 +92,7 @@ expect_exit 2 "--collective: value 'nccl' is not a collective; allowed: ring (th
 examples="$(dirname "$dmalab")/../examples"
 topology=scenarios/topologies/h200_virtual_ranks.yaml
 expect_exit 1 "" -- demo --collective="$examples/persistent_workspace.so" --ranks=2 -b 4K -e 16K -f 4
-grep -q '^# dmalab demo: simulated all-reduce (collective plugin:persistent_workspace)' "$tmp/out.txt" || fail "demo plugin header: $(head -1 "$tmp/out.txt")"
+grep -q '^# dmalab demo: all-reduce on the simulator (collective plugin:persistent_workspace)' "$tmp/out.txt" || fail "demo plugin header: $(head -1 "$tmp/out.txt")"
 grep -q '^status=FAIL$' "$tmp/out.txt" || fail "demo persistent_workspace: $(tail -3 "$tmp/out.txt")"
 expect_exit 0 "" -- demo --collective="$examples/fresh_output.so" --ranks=2 -b 4K -e 16K -f 4
 grep -q '^status=PASS$' "$tmp/out.txt" || fail "demo fresh_output: $(tail -3 "$tmp/out.txt")"
@@ -96,18 +101,41 @@ expect_exit 0 "" -- sweep --collective="$examples/fresh_output.so" --backend=sim
 grep -q "^# dmalab sweep: collective $examples/fresh_output.so, backend sim" "$tmp/out.txt" || fail "sweep plugin header: $(head -2 "$tmp/out.txt")"
 grep -q '^# status=PASS$' "$tmp/out.txt" || fail "sweep fresh_output: $(tail -3 "$tmp/out.txt")"
 expect_exit 2 "-G replays the ring's own captured graphs" -- sweep --collective="$examples/fresh_output.so" --backend=sim --topology="$topology" --ranks=2 -b 64K -e 256K -G 1
-# A plugin that breaks while the sweep runs it fails a check (exit 1, after the rows it finished);
-# one that refuses the sweep's arguments or cannot be created is bad input (exit 2).
+# A plugin that breaks while the sweep runs it, or whose call fails, fails a check (exit 1, after
+# the rows it finished); one that cannot be created is bad input (exit 2).
 abi="$(dirname "$dmalab")/../tests/plugins"
 expect_exit 1 "" -- sweep --collective="$abi/abi_frees_input.so" --backend=sim --topology="$topology" --ranks=2 -b 64K -e 256K -n 2 -w 1
 grep -q "^# the all-reduce of 64 KiB (out of place) failed: plugin 'abi_case' broke the ABI's ownership rule" "$tmp/out.txt" || fail "sweep frees_input: $(tail -3 "$tmp/out.txt")"
 grep -q '^# status=FAIL$' "$tmp/out.txt" || fail "sweep frees_input status: $(tail -3 "$tmp/out.txt")"
-expect_exit 2 "dmalab sweep: the all-reduce of 64 KiB (out of place) failed: plugin 'abi_case' failed all_reduce call 1 (explicit form): dtype 0 (bf16) is not supported" -- sweep --collective="$abi/abi_all_reduce_fails.so" --backend=sim --topology="$topology" --ranks=2 -b 64K -e 256K -n 2 -w 1
+expect_exit 1 "" -- sweep --collective="$abi/abi_all_reduce_fails.so" --backend=sim --topology="$topology" --ranks=2 -b 64K -e 256K -n 2 -w 1
+grep -q "^# the all-reduce of 64 KiB (out of place) failed: plugin 'abi_case' failed all_reduce call 1 (explicit form): dtype 0 (bf16) is not supported" "$tmp/out.txt" || fail "sweep all_reduce_fails: $(tail -3 "$tmp/out.txt")"
+# ... and so does replay, demo and zoo (a collective_error finding); the zoo goes on with its
+# other rows.
+expect_exit 1 "" -- replay examples/plugins/persistent_workspace.yaml --collective="$abi/abi_all_reduce_fails.so"
+grep -q "^FINDING collective_error: step 3 all_reduce 'embedding' at examples/plugins/persistent_workspace.yaml:[0-9:]*, rank 0: all_reduce 'embedding' at .*: plugin 'abi_case' failed all_reduce call 1 (default form): the default form is not implemented$" "$tmp/out.txt" || fail "replay all_reduce_fails: $(cat "$tmp/out.txt")"
+expect_exit 1 "" -- demo --collective="$abi/abi_all_reduce_fails.so" --ranks=2 -b 4K -e 16K
+grep -q "the all-reduce failed: plugin 'abi_case' failed all_reduce call 1 (default form)" "$tmp/out.txt" || fail "demo all_reduce_fails: $(cat "$tmp/out.txt")"
+# A simulator deadlock in the demo is the collective failing too (exit 1), as in replay.
+expect_exit 1 "" -- demo --collective="$abi/abi_waits_forever.so" --ranks=2 -b 4K -e 4K
+grep -q "the all-reduce failed: deadlock: work remains but no stream can progress" "$tmp/out.txt" || fail "demo deadlock: $(cat "$tmp/out.txt")"
+expect_exit 1 "" -- zoo --collective="$abi/abi_fails_at_world_2.so" --seeds=1 --sizes=1 --quiet
+grep -q '^scenarios/mtp_fused_residual_tp4.yaml *1 *0 ' "$tmp/out.txt" || fail "zoo fails_at_world_2, W=4 row: $(cat "$tmp/out.txt")"
+grep -q '^tests/zoo/graph_output_freed_tp2.yaml *1 *1 *1 collective_error ' "$tmp/out.txt" || fail "zoo fails_at_world_2, W=2 row: $(cat "$tmp/out.txt")"
+grep -q '^sizes/w2_decode.yaml *1 *1 *1 collective_error ' "$tmp/out.txt" || fail "zoo fails_at_world_2, W=2 size row: $(cat "$tmp/out.txt")"
+grep -q '^sizes/w8_thresholds.yaml *1 *0 ' "$tmp/out.txt" || fail "zoo fails_at_world_2, W=8 size row: $(cat "$tmp/out.txt")"
+grep -q 'status=FAIL$' "$tmp/out.txt" || fail "zoo fails_at_world_2 status: $(tail -2 "$tmp/out.txt")"
+# The size-regime family, written out: each file replays on its own.
+expect_exit 0 "" -- zoo --write-sizes="$tmp/sizes" --seeds=1 --sizes=0 --quiet
+[[ $(ls "$tmp/sizes" | wc -l) -eq 20 ]] || fail "--write-sizes: $(ls "$tmp/sizes")"
+expect_exit 0 "" -- replay "$tmp/sizes/w3_decode_graph.yaml" --quiet
+grep -q '^expectation: met$' "$tmp/out.txt" || fail "sizes/w3_decode_graph.yaml: $(tail -3 "$tmp/out.txt")"
+expect_exit 1 "" -- replay "$tmp/sizes/w4_decode.yaml" --collective="$examples/small_message_spacing.so" --quiet
+grep -q "^FINDING rank_inconsistent: step [0-9]* all_reduce 't1.h2048.default' at $tmp/sizes/w4_decode.yaml:" "$tmp/out.txt" || fail "small_message_spacing on w4_decode: $(grep FINDING "$tmp/out.txt" | head -3)"
 expect_exit 2 "no device memory for the 2 GiB workspace" -- sweep --collective="$abi/abi_create_fails.so" --backend=sim --topology="$topology" --ranks=2 -b 64K -e 256K -n 2 -w 1
-expect_exit 0 "" -- zoo --collective="$examples/fresh_output.so" --seeds=2 --quiet
+expect_exit 0 "" -- zoo --collective="$examples/fresh_output.so" --seeds=2 --sizes=0 --quiet
 grep -q 'status=PASS$' "$tmp/out.txt" || fail "zoo fresh_output: $(tail -3 "$tmp/out.txt")"
 grep -q '^tests/zoo/owner_keeps_prequant_i8_tp4.yaml *skipped: wire i8 is the ring' "$tmp/out.txt" || fail "zoo fresh_output i8 row: $(cat "$tmp/out.txt")"
-expect_exit 1 "" -- zoo --collective="$examples/persistent_workspace.so" --seeds=2 --quiet
+expect_exit 1 "" -- zoo --collective="$examples/persistent_workspace.so" --seeds=2 --sizes=0 --quiet
 grep -q '^scenarios/mtp_fused_residual_tp4.yaml *2 *2 *1 ' "$tmp/out.txt" || fail "zoo persistent_workspace: $(cat "$tmp/out.txt")"
 expect_exit 2 "plugin /nonexistent/x.so: cannot load it" -- replay examples/plugins/persistent_workspace.yaml --collective=/nonexistent/x.so
 expect_exit 1 "" -- replay examples/plugins/persistent_workspace.yaml --collective="$examples/persistent_workspace.so"
@@ -159,7 +187,7 @@ sed -n '$!{h};${x;p}' "$tmp/g.txt" | grep -qx 'pointer_alias=true  retained_mism
 # --- JSON of every command: schema, schema version, tool version, scheduling seed -------------
 topo=scenarios/topologies/h200_virtual_ranks.yaml
 "$dmalab" plan --ranks=2 --elems=64 --json="$tmp/plan.json" > /dev/null || fail "plan --json"
-(cd "$tmp" && "$dmalab" zoo --seeds=1 --json="$tmp/zoo.json" > "$tmp/zoo.txt") || fail "zoo from $tmp: $(cat "$tmp/zoo.txt")"
+(cd "$tmp" && "$dmalab" zoo --seeds=1 --sizes=0 --json="$tmp/zoo.json" > "$tmp/zoo.txt") || fail "zoo from $tmp: $(cat "$tmp/zoo.txt")"
 "$dmalab" sweep --backend=sim --fidelity=shadow -c 0 --topology="$topo" --csv="$tmp/sweep.csv" \
   --json="$tmp/sweep.json" > "$tmp/sweep.txt" || fail "sweep: $(cat "$tmp/sweep.txt")"
 "$dmalab" replay tests/zoo/inplace_then_add_tp3.yaml --seeds=2 --json="$tmp/seeds.json" > /dev/null ||
@@ -192,6 +220,7 @@ plan = load("plan", "plan")
 assert plan["world"] == 2 and plan["elems"] == 64 and len(plan["ranks"]) == 2
 zoo = load("zoo", "zoo")
 assert zoo["seeds"] == 1 and zoo["status"] == "PASS" and len(zoo["clean"]) == 6
+assert zoo["backend"] == "sim" and zoo["perturb"] is None and zoo["sizes"] == [], zoo["sizes"]
 sweep = load("sweep", "sweep")
 assert sweep["scheduling_seed"] == 1
 # The defaults the README states: -b 1M -e 16M -f 2 -n 20 -w 5.
@@ -227,8 +256,8 @@ grep -q '^determinism: seed 3, inject none: two runs gave identical reports' "$t
   fail "check-determinism --jobs=2: $(cat "$tmp/out.txt")"
 
 # --- zoo finds its files from anywhere, and says where it looked --------------------------------
-expect_exit 2 "looked in: /nonexistent (--root)" -- zoo --seeds=1 --root=/nonexistent
-DMALAB_ROOT=/nonexistent "$dmalab" zoo --seeds=1 > /dev/null 2> "$tmp/err.txt"
+expect_exit 2 "looked in: /nonexistent (--root)" -- zoo --seeds=1 --sizes=0 --root=/nonexistent
+DMALAB_ROOT=/nonexistent "$dmalab" zoo --seeds=1 --sizes=0 > /dev/null 2> "$tmp/err.txt"
 [[ $? -eq 2 ]] && grep -qF 'looked in: /nonexistent ($DMALAB_ROOT)' "$tmp/err.txt" ||
   fail "DMALAB_ROOT: $(cat "$tmp/err.txt")"
 grep -q 'status=PASS$' "$tmp/zoo.txt" || fail "zoo run from elsewhere: $(tail -2 "$tmp/zoo.txt")"

@@ -30,9 +30,10 @@ expect 2 "dmalab replay: $tmp: is a directory, allowed a scenario file" replay "
 # 3. More memory than the host has: 4 ranks x 2^40 bf16 elements (2 TiB each).
 printf 'world: 4\ntensors: {x: [1099511627776]}\nsteps:\n  - fill: {tensor: x}\n' > "$tmp/big.yaml"
 timeout 60 "$dmalab" replay "$tmp/big.yaml" > /dev/null 2> "$tmp/err.txt"
-[[ $? -eq 2 ]] || fail "an 8 TiB replay must exit 2"
-# 4 x 2 TiB of live tensors, no all-reduce workspace, two 2 TiB read buffers on the host.
-grep -q "^dmalab replay: $tmp/big.yaml: the replay needs 13194139533312 bytes (12288.0 GiB: 4 ranks x (2199023255552 bytes of live tensors at the peak + 0 of all-reduce workspace) + 4398046511104 on the host for retained snapshots and buffers), more than the limit of [0-9]* bytes (.* GiB: .*)$" "$tmp/err.txt" ||
+[[ $? -eq 2 ]] || fail "a 20 TiB replay must exit 2"
+# 4 x 2 TiB of live tensors, no all-reduce workspace, two 2 TiB read buffers and 8 TiB of exact
+# values (8 bytes per element) on the host.
+grep -q "^dmalab replay: $tmp/big.yaml: the replay needs 21990232555520 bytes (20480.0 GiB: 4 ranks x (2199023255552 bytes of live tensors at the peak + 0 of all-reduce workspace) + 13194139533312 on the host for retained snapshots and buffers), more than the limit of [0-9]* bytes (.* GiB: .*)$" "$tmp/err.txt" ||
   fail "memory message: $(cat "$tmp/err.txt")"
 # demo: sizes past its per-rank cap are usage errors; 16 ranks at the cap need about 39.5 GiB,
 # refused before allocating where less is available.

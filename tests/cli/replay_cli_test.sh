@@ -55,8 +55,9 @@ grep -q '3 failing (first seed 1)' "$tmp/seeds_bad.txt" || fail "failing summary
   fail "determinism: $(cat "$tmp/det.txt")"
 grep -q '^determinism: seed 7, inject drop-copy-wait: two runs gave identical reports' "$tmp/det.txt" ||
   fail "determinism line: $(cat "$tmp/det.txt")"
-"$dmalab" replay "$zoo" --seeds=2 --backend=hw > /dev/null 2>&1
-[[ $? -eq 2 ]] || fail "--seeds on hw must exit 2"
+"$dmalab" replay "$zoo" --check-determinism --backend=hw > /dev/null 2> "$tmp/err.txt"
+[[ $? -eq 2 ]] || fail "--check-determinism on hw must exit 2"
+grep -q -- "--check-determinism means nothing without --backend=sim" "$tmp/err.txt" || fail "determinism on hw: $(cat "$tmp/err.txt")"
 
 
 # The shadow fidelity: the founding incident's verdicts, provenance hashes, and what it refuses.

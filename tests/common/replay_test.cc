@@ -294,8 +294,9 @@ TEST(ReplayTest, MemoryNeedIsCheckedBeforeAllocating) {
   ar.max_bytes = uint64_t{2} << 30;
   EXPECT_EQ(need.workspace_bytes_per_rank, DmaAllReduce::WorkspaceBytesPerRank(4, ar));
   EXPECT_GT(need.workspace_bytes_per_rank, 0u);
-  // The snapshot of s on every rank, and two read buffers of the largest tensor.
-  EXPECT_EQ(need.host_bytes, 4 * 1024 + 2 * (uint64_t{2} << 30));
+  // The snapshot of s on every rank, two read buffers of the largest tensor and its exact values
+  // (8 bytes per element).
+  EXPECT_EQ(need.host_bytes, 4 * 1024 + 2 * (uint64_t{2} << 30) + 8 * (uint64_t{1} << 30));
   EXPECT_EQ(need.Total(), 4 * need.PerRank() + need.host_bytes);
 
   SimDevice device(4, 1);

@@ -12,6 +12,7 @@ DMALAB_PLUGIN_EXPORT int not_a_plugin(void) { return 1; }
 
 typedef struct state {
   const dmalab_device_api* api;
+  dmalab_mem flag; /* CASE_WAITS_FOREVER: a word nobody ever sets */
   char error[256];
   dmalab_mem kept; /* CASE_KEEPS_RAW_RESULT: rank 0's last result, as a raw pointer */
 } state;
@@ -28,6 +29,13 @@ static int32_t create(const dmalab_device_api* api, const dmalab_collective_conf
 #else
   the_state.api = api;
   *out = &the_state;
+#if defined(CASE_WAITS_FOREVER)
+  static const uint64_t zero = 0;
+  if (api->allocate(api->ctx, 0, 8, "never set", &the_state.flag) != DMALAB_OK ||
+      api->write(api->ctx, &the_state.flag, &zero, 8) != DMALAB_OK) {
+    return DMALAB_ERROR;
+  }
+#endif
   return DMALAB_OK;
 #endif
 }
@@ -55,6 +63,18 @@ static int32_t all_reduce(void* p, const dmalab_tensor* inputs, dmalab_mem* resu
   return DMALAB_OK;
 #else
   (void)p;
+#if defined(CASE_WAITS_FOREVER)
+  /* Results as the ABI wants them, then a wait on rank 0 that nothing will ever satisfy. */
+  const dmalab_device_api* api = the_state.api;
+  int32_t stream = 0;
+  for (int32_t r = 0; r < 2; ++r) {
+    if (api->allocate(api->ctx, r, inputs[r].mem.bytes, "result", &results[r]) != DMALAB_OK) {
+      return DMALAB_ERROR;
+    }
+  }
+  if (api->compute_stream(api->ctx, 0, &stream) != DMALAB_OK) return DMALAB_ERROR;
+  return api->wait_value(api->ctx, stream, &the_state.flag, 1, "never");
+#else
   (void)inputs;
   (void)results;
   strcpy(the_state.error, "the default form is not implemented");

@@ -1,8 +1,8 @@
 // The plugin ABI's error paths (common/plugin/plugin_collective.cc), each with a tiny module
 // from abi_plugins.c that breaks the ABI one way: every failure to load is an InvalidArgument
-// naming the file (exit status 2 in tools), a plugin's refused call is an InvalidArgument naming
-// the plugin and its message, and a broken ownership promise is a collective_error finding
-// (exit status 1), never a crash.
+// naming the file (exit status 2 in tools), a plugin's failing call and a broken ownership
+// promise are collective_error findings (exit status 1) naming the plugin and its message, never
+// a crash.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -150,25 +150,57 @@ TEST(PluginAbiTest, AReplayWithAPluginThatDoesNotLoadIsBadInputNamingTheScenario
                          "required"));
 }
 
-TEST(PluginAbiTest, ARefusedCallIsBadInputNamingThePluginAndItsMessage) {
-  absl::StatusOr<ReplayReport> r = ReplayWith(Case("all_reduce_fails"), kOneCall);
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(r.status().message(),
-            "all_reduce 'layer0' at t.yaml:6:5: plugin 'abi_case' failed all_reduce call 1 "
-            "(explicit form): dtype 0 (bf16) is not supported; this all-reduce takes fp32 only");
+// A plugin's call that returns an error is the collective under test failing (issue 22): a
+// collective_error finding naming the plugin and its message, the replay stopped there (FAIL,
+// exit status 1), not bad input.
+ReplayFinding OnlyFinding(const absl::StatusOr<ReplayReport>& r) {
+  EXPECT_TRUE(r.ok()) << r.status();
+  if (!r.ok() || r->findings.size() != 1) {
+    ADD_FAILURE() << "expected exactly one finding";
+    return ReplayFinding{};
+  }
+  EXPECT_EQ(r->findings_total, 1);
+  EXPECT_FALSE(r->pass());
+  return r->findings[0];
 }
 
-TEST(PluginAbiTest, ARefusedDefaultFormCallIsBadInputToo) {
-  absl::StatusOr<ReplayReport> r = ReplayWith(Case("all_reduce_fails"), R"(world: 2
+TEST(PluginAbiTest, AFailingCallIsACollectiveErrorFindingNamingThePluginAndItsMessage) {
+  absl::StatusOr<ReplayReport> r = ReplayWith(Case("all_reduce_fails"), kOneCall);
+  const ReplayFinding f = OnlyFinding(r);
+  EXPECT_EQ(f.kind, ReplayFindingKind::kCollectiveError);
+  EXPECT_EQ(f.step_index, 3);  // the first all_reduce; the second never ran
+  EXPECT_EQ(f.detail,
+            "all_reduce 'layer0' at t.yaml:6:5: plugin 'abi_case' failed all_reduce call 1 "
+            "(explicit form): dtype 0 (bf16) is not supported; this all-reduce takes fp32 only");
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->all_reduces.empty());
+}
+
+TEST(PluginAbiTest, AFailingDefaultFormCallIsACollectiveErrorFindingToo) {
+  const ReplayFinding f = OnlyFinding(ReplayWith(Case("all_reduce_fails"), R"(world: 2
 tensors: {x: [4, 256], y: [4, 256]}
 steps:
   - fill: {tensor: x, kind: int, lo: -8, hi: 8, seed: 1}
   - all_reduce: {input: x, result: y}
-)");
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(r.status().message(),
+)"));
+  EXPECT_EQ(f.kind, ReplayFindingKind::kCollectiveError);
+  EXPECT_EQ(f.detail,
             "all_reduce at t.yaml:5:5: plugin 'abi_case' failed all_reduce call 1 (default "
             "form): the default form is not implemented");
+}
+
+// The ring refusing a call's arguments stays bad input: its rules are documented.
+TEST(PluginAbiTest, OnlyTheRingRefusingACallIsBadInput) {
+  const absl::Status refused = absl::InvalidArgumentError("x");
+  EXPECT_TRUE(IsCollectiveCallBadInput(refused, "ring"));
+  EXPECT_FALSE(IsCollectiveCallBadInput(refused, Case("all_reduce_fails")));
+  EXPECT_FALSE(IsCollectiveCallBadInput(absl::DeadlineExceededError("x"), "ring"));
+  EXPECT_EQ(CollectiveCallFailureKind(refused, Case("all_reduce_fails")),
+            ReplayFindingKind::kCollectiveError);
+  EXPECT_EQ(CollectiveCallFailureKind(absl::AbortedError("x"), "ring"),
+            ReplayFindingKind::kCollectiveError);
+  EXPECT_EQ(CollectiveCallFailureKind(absl::DeadlineExceededError("x"), "ring"),
+            ReplayFindingKind::kDeviceError);
 }
 
 // Freeing the caller's input: refused (the input survives), reported as a collective_error

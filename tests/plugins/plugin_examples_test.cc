@@ -1,8 +1,9 @@
 // The example plugins of examples/plugins on the simulator: each buggy one is caught (verdict,
 // the checker that catches it, the first catching seed), each fixed one passes with no finding
-// over seeds 1..100 and computes the built-in ring's bytes (output hashes), and the founding
+// over seeds 1..100 and computes the built-in ring's bytes (output hashes), the founding
 // incident replays through persistent_workspace exactly as through the ring's persistent-output
-// fault.
+// fault, and the small-message spacing bug is caught where its path runs: the size family's
+// decode regimes and a shipped model scenario's single-token decode.
 #include <cstdint>
 #include <fstream>
 #include <iostream>
@@ -16,6 +17,7 @@
 #include "common/scenario/replay.h"
 #include "common/scenario/report.h"
 #include "common/scenario/scenario_loader.h"
+#include "common/scenario/size_family.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sim/sim_device.h"
@@ -197,7 +199,21 @@ INSTANTIATE_TEST_SUITE_P(
                     "shape_overlap_fixed",
                     {"device_checker:race"},
                     "all_reduce 'small_again'",
-                    /*every_seed=*/false}),
+                    /*every_seed=*/false},
+        // The gather path (the prefill chunk) is right; every one-shot call sums wrong slots.
+        ExampleCase{"small_message_spacing.yaml",
+                    "small_message_spacing",
+                    "small_message_spacing_fixed",
+                    {"rank_inconsistent", "wrong_sum"},
+                    "all_reduce 'decode.t1'"},
+        // The data-ready signal is not ordered after the copy it announces: a race on every
+        // interleaving, whatever order the scheduler picked.
+        ExampleCase{"ready_unordered.yaml",
+                    "ready_unordered",
+                    "ready_unordered_fixed",
+                    {"device_checker:race"},
+                    "all_reduce 'layer' at examples/plugins/ready_unordered.yaml:35:11 [iteration "
+                    "1/8]"}),
     [](const ::testing::TestParamInfo<ExampleCase>& info) { return info.param.bug; });
 
 // The founding incident at production size, through the plugin ABI.
@@ -241,6 +257,56 @@ TEST_F(FoundingIncidentTest, FreshOutputPassesWithTheRingsHashes) {
   ASSERT_EQ(plugin.all_reduces.size(), 2u);
   ASSERT_EQ(ring.all_reduces.size(), 2u);
   for (size_t i = 0; i < 2; ++i) EXPECT_EQ(plugin.all_reduces[i].hash, ring.all_reduces[i].hash);
+}
+
+// flashinfer-ai/flashinfer#3903's property: the one-shot path's two slot spacings agree only at
+// 16 ranks, so a test at 16 ranks passes; every other world size sums wrong slots.
+TEST(SmallMessageSpacingTest, TheBugHidesAtSixteenRanksOnly) {
+  for (int world : {2, 3, 4, 8, 16}) {
+    SCOPED_TRACE(world);
+    absl::StatusOr<Scenario> s =
+        ParseScenario(absl::StrCat("world: ", world,
+                                   "\ntensors: {x: [1, 6144], y: [1, 6144]}\nsteps:\n"
+                                   "  - fill: {tensor: x, kind: int, lo: -8, hi: 8, seed: 1}\n"
+                                   "  - all_reduce: {input: x, result: y, label: decode}\n"),
+                      "t.yaml");
+    ASSERT_TRUE(s.ok()) << s.status();
+    const ReplayReport bug = ReplayOn(*s, Example("small_message_spacing"), 1);
+    EXPECT_EQ(bug.pass(), world == 16) << Describe(bug);
+    if (world != 16) {
+      EXPECT_THAT(Checkers(bug), IsSupersetOf({"wrong_sum"})) << Describe(bug);
+    }
+    const ReplayReport fix = ReplayOn(*s, Example("small_message_spacing_fixed"), 1);
+    EXPECT_TRUE(fix.pass()) << Describe(fix);
+  }
+}
+
+// The size-regime family catches it in the decode regimes at every world size (the first failing
+// step's label names the regime: one token), and a shipped model scenario at its single-token
+// decode; the fix passes all of them. (The example's own scenario shows the gather path right.)
+TEST(SmallMessageSpacingTest, CaughtInTheDecodeRegimesAndByAShippedModelScenario) {
+  int decode_members = 0;
+  for (const SizeFamilyMember& m : SizeFamily()) {
+    if (m.file.find("_decode") == std::string::npos) continue;  // the zoo runs the others
+    SCOPED_TRACE(m.file);
+    ++decode_members;
+    absl::StatusOr<Scenario> s = ParseScenario(m.yaml, m.file);
+    ASSERT_TRUE(s.ok()) << s.status();
+    const ReplayReport bug = ReplayOn(*s, Example("small_message_spacing"), 1);
+    EXPECT_FALSE(bug.pass());
+    ASSERT_FALSE(bug.findings.empty());
+    EXPECT_THAT(bug.findings.front().step, HasSubstr("all_reduce 't1.")) << Describe(bug);
+    const ReplayReport fix = ReplayOn(*s, Example("small_message_spacing_fixed"), 1);
+    EXPECT_TRUE(fix.pass()) << Describe(fix);
+  }
+  EXPECT_EQ(decode_members, 8);  // decode and decode_graph at 2, 3, 4 and 8 ranks
+
+  const Scenario model = Load("scenarios/glm5_tp8_decode.yaml");
+  const ReplayReport bug = ReplayOn(model, Example("small_message_spacing"), 1);
+  EXPECT_FALSE(bug.pass());
+  ASSERT_FALSE(bug.findings.empty());
+  EXPECT_THAT(bug.findings.front().step, HasSubstr("all_reduce 't1.embedding'")) << Describe(bug);
+  EXPECT_TRUE(ReplayOn(model, Example("small_message_spacing_fixed"), 1).pass());
 }
 
 std::string ReadText(const std::string& path) {

@@ -161,7 +161,8 @@ TEST(ShadowFidelityTest, SameSeedSameReportAndSeedsDoNotChangeProvenance) {
 }
 
 // The race, lifetime and deadlock checkers see the same accesses in both fidelities, and one seed
-// makes the same scheduling choices: the findings are the same, word for word.
+// makes the same scheduling choices: the findings are the same, word for word, but for the checks
+// only values can make (wrong_sum, non_finite: the numbers a race left behind).
 TEST(ShadowFidelityTest, CheckersReportWhatTheValuesFidelityReports) {
   for (std::string_view fault :
        {"drop-copy-wait", "flag-ready-not-consumed", "persistent-output"}) {
@@ -171,11 +172,18 @@ TEST(ShadowFidelityTest, CheckersReportWhatTheValuesFidelityReports) {
       const ReplayReport shadow = MustReplay(fault, Fidelity::kShadow, seed);
       EXPECT_FALSE(values.pass());
       EXPECT_EQ(SummaryLine(shadow), SummaryLine(values));
-      ASSERT_EQ(shadow.findings.size(), values.findings.size());
-      for (size_t i = 0; i < values.findings.size(); ++i) {
-        EXPECT_EQ(shadow.findings[i].kind, values.findings[i].kind);
-        if (values.findings[i].kind == ReplayFindingKind::kDeviceChecker) {
-          EXPECT_EQ(shadow.findings[i].detail, values.findings[i].detail);
+      ASSERT_LT(values.findings_total, 64);  // every finding kept: the lists compare whole
+      std::vector<ReplayFinding> common;
+      for (const ReplayFinding& f : values.findings) {
+        if (f.kind != ReplayFindingKind::kWrongSum && f.kind != ReplayFindingKind::kNonFinite) {
+          common.push_back(f);
+        }
+      }
+      ASSERT_EQ(shadow.findings.size(), common.size());
+      for (size_t i = 0; i < common.size(); ++i) {
+        EXPECT_EQ(shadow.findings[i].kind, common[i].kind);
+        if (common[i].kind == ReplayFindingKind::kDeviceChecker) {
+          EXPECT_EQ(shadow.findings[i].detail, common[i].detail);
         }
       }
     }

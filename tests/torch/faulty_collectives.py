@@ -59,6 +59,15 @@ class OffByOneOnRank1(_Base):
             out.view(-1)[7] += 1
 
 
+class WrongThenRaiseOnRank1(OffByOneEverywhere):
+    """Wrong sums on every call (a finding per rank each), then rank 1 raises in call 40."""
+
+    def after(self, out):
+        super().after(out)
+        if self.rank == 1 and self.calls == 40:
+            raise RuntimeError("injected failure on rank 1, call 40")
+
+
 class ReturnsInput(_Base):
     """The default form returns its input, reduced in place: the result aliases the input."""
 
@@ -87,6 +96,10 @@ def off_by_one_everywhere(rank, world, device, group):
 
 def off_by_one_on_rank1(rank, world, device, group):
     return OffByOneOnRank1(rank, group)
+
+
+def wrong_then_raise_on_rank1(rank, world, device, group):
+    return WrongThenRaiseOnRank1(rank, group)
 
 
 def returns_input(rank, world, device, group):

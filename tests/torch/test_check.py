@@ -145,16 +145,28 @@ class FindingsTest(unittest.TestCase):
 
 class FailingRanksTest(unittest.TestCase):
 
-    def test_a_raising_rank_is_named_with_its_exception(self):
+    def test_a_rank_raising_in_the_collectives_call_is_a_collective_error(self):
         code, out, err = check(SMALL, f"{FAULTY}:raise_on_rank1", "--timeout=60")
         self.assertEqual(code, 1)
-        self.assertIn("FINDING device_error: step 5 all_reduce 'second' at "
+        self.assertIn("FINDING collective_error: step 5 all_reduce 'second' at "
                       "tests/torch/small_tp4.yaml:20:5, rank 1: rank 1 failed in the collective's "
                       "all_reduce: RuntimeError: injected failure on rank 1, call 2\n",
                       out)
         self.assertEqual(len([l for l in out.splitlines() if l.startswith("FINDING")]), 1)
         self.assertIn("raise RuntimeError(\"injected failure on rank 1, call 2\")", err)
         self.assertTrue(summary(out).endswith("status=FAIL"))
+
+    def test_a_fatal_error_is_reported_after_any_number_of_findings(self):
+        # Two wrong sums per call (one per rank) for 39 calls: 78 findings, more than the 64 a
+        # report keeps; then call 40 raises on rank 1, and that is still in the report.
+        code, out, err = check("tests/torch/many_calls_tp2.yaml",
+                               f"{FAULTY}:wrong_then_raise_on_rank1", "--timeout=60")
+        self.assertEqual(code, 1, err)
+        self.assertIn("FINDING collective_error: step 80 all_reduce 'layer' at "
+                      "tests/torch/many_calls_tp2.yaml:14:11 [iteration 40/45], rank 1: rank 1 "
+                      "failed in the collective's all_reduce: RuntimeError: injected failure on "
+                      "rank 1, call 40\n", out)
+        self.assertIn("ERROR SUMMARY: 79 findings", out)
 
     def test_a_hanging_rank_is_reported_within_the_timeout(self):
         start = time.monotonic()
@@ -179,6 +191,25 @@ class FailingRanksTest(unittest.TestCase):
                       "all_reduce: CollectiveError: "
                       "all_reduce('a') returned a tensor of torch.bfloat16 [4096] on cpu for an "
                       "input of torch.bfloat16 [64, 64] on cpu", out)
+
+
+class GraphsTest(unittest.TestCase):
+
+    def test_a_graph_scenario_on_cpu_is_refused_not_skipped(self):
+        code, out, err = check("examples/plugins/graph_shared_buffer.yaml", FIX)
+        self.assertEqual((code, out), (2, ""))
+        self.assertEqual(err, "dmalab.torch check: capture_graph 'decode' at examples/plugins/"
+                         "graph_shared_buffer.yaml:33:5: graph steps need --device=cuda (they "
+                         "capture the collective's calls into a torch.cuda.CUDAGraph); on CPU "
+                         "the scenario cannot run as written\n")
+
+    def test_perturbation_needs_cuda(self):
+        code, out, err = check(SMALL, FIX, "--perturb=3")
+        self.assertEqual((code, out), (2, ""))
+        self.assertIn("--perturb=3 needs --device=cuda", err)
+        code, _, err = check(SMALL, FIX, "--perturb=x")
+        self.assertEqual(code, 2)
+        self.assertIn("argument --perturb: 'x' is not an integer", err)
 
 
 class BadInputTest(unittest.TestCase):

@@ -1,12 +1,12 @@
 """python3 -m dmalab.torch check SCENARIO --collective=module:factory [--device=cpu|cuda]
-[--json=PATH] [--timeout=S]"""
+[--json=PATH] [--timeout=S] [--perturb=SEED]"""
 
 import argparse
 import os
 import sys
 
 USAGE = ("usage: python3 -m dmalab.torch check SCENARIO --collective=module:factory "
-         "[--device=cpu|cuda] [--json=PATH] [--timeout=SECONDS]")
+         "[--device=cpu|cuda] [--json=PATH] [--timeout=SECONDS] [--perturb=SEED]")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -42,6 +42,19 @@ def _stdout_failed(error, said=False):
     return 2
 
 
+def _seed(text):
+    """A perturbation seed: an integer in 0..2^64-1."""
+    try:
+        value = int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an integer; allowed 0 to "
+                                         "18446744073709551615") from None
+    if not 0 <= value < 1 << 64:
+        raise argparse.ArgumentTypeError(f"'{text}' is out of range; allowed 0 to "
+                                         "18446744073709551615")
+    return value
+
+
 def main(argv=None):
     """The exit status: 0 PASS, 1 FAIL, 2 bad input or usage, or output that cannot be written."""
     try:
@@ -70,6 +83,10 @@ def _main(argv):
     check.add_argument("--timeout", type=_seconds, default=300.0,
                        help="seconds a step may take on any rank before it counts as hung "
                        "(default 300)")
+    check.add_argument("--perturb", type=_seed, default=None,
+                       help="with --device=cuda: perturb the schedule with this seed (spins of "
+                       "the stream and host pauses before each call, per rank); a failing seed "
+                       "replays")
     try:
         args = parser.parse_args(argv)
     except OSError as e:  # --help to a stdout that cannot be written
@@ -78,7 +95,7 @@ def _main(argv):
         parser.error("a command is required: check")
     from dmalab.torch.harness import run_check
     return run_check(args.scenario, args.collective, device=args.device, json_path=args.json,
-                     timeout=args.timeout)
+                     timeout=args.timeout, perturb=args.perturb)
 
 
 if __name__ == "__main__":

@@ -4,9 +4,11 @@ The parent loads the scenario with the C++ loader (bad input: exit 2 with the lo
 message), starts W worker processes (dmalab.torch.worker), follows their progress on one pipe
 each, and assembles the report that rank 0 merges step by step. The text and JSON reports and the
 summary line come from the C++ formatter (common/scenario/report.h), so they read exactly as
-`dmalab replay`'s. A rank that raises is reported with its exception; a rank that makes no
-progress within the step timeout is reported as hung; either way every worker is killed and the
-report ends FAIL (exit 1), within about timeout + grace seconds of the stall.
+`dmalab replay`'s. A rank that raises is reported with its exception (a collective_error finding
+when it raised inside the collective's call); a rank that makes no progress within the step
+timeout is reported as hung; either way every worker is killed and the report ends FAIL (exit 1),
+within about timeout + grace seconds of the stall. A rank's fatal error is always in the report,
+however many findings came before it.
 """
 
 import ctypes
@@ -113,12 +115,24 @@ def _record(d):
     return a
 
 
+def _graph_step(steps):
+    """The first capture_graph or launch_graph step, repeats included; None if there is none."""
+    for step in steps:
+        if step.kind in ("capture_graph", "launch_graph"):
+            return step
+        found = _graph_step(step.body)
+        if found is not None:
+            return found
+    return None
+
+
 def run_check(scenario_path, collective, device="cpu", json_path=None, timeout=300.0,
-              grace=None, startup=120.0, stdout=None, stderr=None):
+              grace=None, startup=120.0, stdout=None, stderr=None, perturb=None):
     """Runs the check; returns the exit status (0 PASS, 1 FAIL, 2 bad input).
 
     timeout: seconds any step (or the factory) may take on a rank before the rank counts as
-    hung; startup: seconds a worker may take to start (import torch, join the gloo world)."""
+    hung; startup: seconds a worker may take to start (import torch, join the gloo world);
+    perturb: with device "cuda", the seed of the schedule perturbation (worker.Perturbation)."""
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
 
@@ -136,6 +150,14 @@ def run_check(scenario_path, collective, device="cpu", json_path=None, timeout=3
     reason = timeout_error(timeout)
     if reason:
         return bad(reason)
+    if perturb is not None and device != "cuda":
+        return bad(f"--perturb={perturb} needs --device=cuda: it delays the GPU's streams")
+    graph = _graph_step(scenario.steps)
+    if graph is not None and device != "cuda":
+        # Never skipped: a graph scenario run without its graphs would check something else.
+        return bad(f"{graph.describe()}: graph steps need --device=cuda (they capture the "
+                   "collective's calls into a torch.cuda.CUDAGraph); on CPU the scenario cannot "
+                   "run as written")
     if device == "cuda":
         import torch
         if not torch.cuda.is_available():
@@ -162,7 +184,7 @@ def run_check(scenario_path, collective, device="cpu", json_path=None, timeout=3
             r_fd, w_fd = os.pipe()
             cfg = {"rank": rank, "world": world, "port": port, "scenario": scenario_path,
                    "collective": collective, "device": device, "timeout": timeout,
-                   "startup": startup, "report_fd": w_fd}
+                   "startup": startup, "report_fd": w_fd, "perturb": perturb}
             # A process group of its own (what the collective forks is ended with it) and a
             # parent-death signal (it dies with the harness).
             proc = subprocess.Popen(
@@ -172,7 +194,7 @@ def run_check(scenario_path, collective, device="cpu", json_path=None, timeout=3
             os.close(w_fd)
             ranks.append(_Rank(proc, r_fd))
         return _follow(scenario, collective, device, ranks, timeout, max(timeout, startup), grace,
-                       json_path, stdout, stderr)
+                       json_path, stdout, stderr, perturb)
     finally:
         for r in ranks:
             _end_worker(r.proc)
@@ -183,7 +205,7 @@ def run_check(scenario_path, collective, device="cpu", json_path=None, timeout=3
 
 
 def _follow(scenario, collective, device, ranks, timeout, startup, grace, json_path, stdout,
-            stderr):
+            stderr, perturb=None):
     report = dmalab.ReplayReport()
     report.scenario = scenario.name
     report.file = scenario.file
@@ -194,6 +216,7 @@ def _follow(scenario, collective, device, ranks, timeout, startup, grace, json_p
     report.wire = collective
     report.faults = "none"
     report.seed = scenario.seed
+    report.perturb_seed = perturb
     records, findings, total = [], [], 0
     summary = None
     bad_input = None
@@ -212,9 +235,8 @@ def _follow(scenario, collective, device, ranks, timeout, startup, grace, json_p
             r.step, r.text, r.phase = ev["i"], ev["text"], "the harness"
         elif kind == "phase":
             r.phase = ev["phase"]
-        elif kind == "done" and "record" in ev:
-            if ev["record"]:
-                records.append(_record(ev["record"]))
+        elif kind == "done" and "records" in ev:
+            records.extend(_record(r) for r in ev["records"])
             for f in ev["findings"]:
                 total += 1
                 if len(findings) < MAX_FINDINGS:
@@ -296,10 +318,12 @@ def _follow(scenario, collective, device, ranks, timeout, startup, grace, json_p
                         f"(limit {limit:g} s); killed")
         if f is None:
             continue
-        # A collective that returned something no all-reduce returns broke its contract; any
-        # other failure (an exception, an exit, a hang) stops the replay as a device error.
-        f.kind = ("collective_error" if r.error is not None and
-                  r.error["type"] == "CollectiveError" else "device_error")
+        # A collective that raised inside its call, or returned something no all-reduce returns,
+        # failed (issue 22: as a plugin's failing call); any other failure (an exit, a hang, an
+        # exception of the harness's own work) stops the replay as a device error.
+        f.kind = ("collective_error" if r.error is not None and r.error["type"] != "exit" and
+                  (r.error["type"] == "CollectiveError" or
+                   r.phase.startswith("the collective's")) else "device_error")
         f.step_index = r.step
         f.step = r.text
         f.rank = rank
@@ -309,10 +333,10 @@ def _follow(scenario, collective, device, ranks, timeout, startup, grace, json_p
         f.kind = "device_error"
         f.detail = "the ranks stopped without finishing"
         extra.append(f)
+    # A rank's fatal error is what stopped the run: always kept, past MAX_FINDINGS too.
     for f in extra:
         total += 1
-        if len(findings) < MAX_FINDINGS:
-            findings.append(f)
+        findings.append(f)
 
     report.steps_executed = max(r.step for r in ranks)
     report.all_reduces = records
