@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/plugin/abi_convert.h"
 
 namespace dmalab {
 namespace {
@@ -16,17 +17,6 @@ constexpr int kMaxDims = 64;
 PluginCollective* Self(void* ctx) { return static_cast<PluginCollective*>(ctx); }
 
 MemRef ToMem(void* ctx, const dmalab_mem* m) { return Self(ctx)->FromPlugin(m); }
-
-dmalab_mem FromMem(const MemRef& m) {
-  dmalab_mem out{};
-  out.rank = m.rank;
-  out.addr = m.addr;
-  out.bytes = m.bytes;
-  out.alloc_id = m.alloc_id;
-  return out;
-}
-
-std::string Label(const char* label) { return label == nullptr ? "" : std::string(label); }
 
 // Runs a device call for the plugin: DMALAB_OK, or DMALAB_ERROR with the message kept for
 // last_error.
@@ -41,42 +31,16 @@ int32_t NullArgument(void* ctx, const char* function, const char* argument) {
                          absl::StrFormat("%s: argument '%s' is NULL", function, argument)));
 }
 
-absl::StatusOr<DType> ToDType(int32_t dtype) {
-  switch (dtype) {
-    case DMALAB_DTYPE_BF16:
-      return DType::kBF16;
-    case DMALAB_DTYPE_FP16:
-      return DType::kFP16;
-    case DMALAB_DTYPE_FP32:
-      return DType::kFP32;
-  }
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "dtype is %d; allowed: DMALAB_DTYPE_BF16 (0), DMALAB_DTYPE_FP16 (1), DMALAB_DTYPE_FP32 (2)",
-      dtype));
-}
-
-int32_t FromDType(DType dtype) {
-  switch (dtype) {
-    case DType::kBF16:
-      return DMALAB_DTYPE_BF16;
-    case DType::kFP16:
-      return DMALAB_DTYPE_FP16;
-    case DType::kFP32:
-      return DMALAB_DTYPE_FP32;
-  }
-  return DMALAB_DTYPE_BF16;
-}
-
 // --- dmalab_device_api: each forwards to the Device -------------------------------------------
 
 const char* ApiLastError(void* ctx) { return Self(ctx)->last_device_error(); }
 
 int32_t ApiAllocate(void* ctx, int32_t rank, uint64_t bytes, const char* tag, dmalab_mem* out) {
   if (out == nullptr) return NullArgument(ctx, "allocate", "out");
-  absl::StatusOr<MemRef> m = Self(ctx)->device()->Allocate(rank, bytes, Label(tag));
+  absl::StatusOr<MemRef> m = Self(ctx)->device()->Allocate(rank, bytes, LabelFromAbi(tag));
   if (!m.ok()) return Result(ctx, m.status());
-  Self(ctx)->Owned(*m, Label(tag));
-  *out = FromMem(*m);
+  Self(ctx)->Owned(*m, LabelFromAbi(tag));
+  *out = MemToAbi(*m);
   return DMALAB_OK;
 }
 
@@ -101,24 +65,9 @@ int32_t ApiComputeStream(void* ctx, int32_t rank, int32_t* stream) {
 
 int32_t ApiCreateStream(void* ctx, int32_t rank, int32_t kind, const char* name, int32_t* stream) {
   if (stream == nullptr) return NullArgument(ctx, "create_stream", "stream");
-  StreamKind k;
-  switch (kind) {
-    case DMALAB_STREAM_COMPUTE:
-      k = StreamKind::kCompute;
-      break;
-    case DMALAB_STREAM_COPY:
-      k = StreamKind::kCopy;
-      break;
-    case DMALAB_STREAM_FLAG:
-      k = StreamKind::kFlag;
-      break;
-    default:
-      return Result(ctx, absl::InvalidArgumentError(absl::StrFormat(
-                             "create_stream: kind is %d; allowed: DMALAB_STREAM_COMPUTE (0), "
-                             "DMALAB_STREAM_COPY (1), DMALAB_STREAM_FLAG (2)",
-                             kind)));
-  }
-  absl::StatusOr<StreamId> s = Self(ctx)->device()->CreateStream(rank, k, Label(name));
+  absl::StatusOr<StreamKind> k = StreamKindFromAbi(kind);
+  if (!k.ok()) return Result(ctx, k.status());
+  absl::StatusOr<StreamId> s = Self(ctx)->device()->CreateStream(rank, *k, LabelFromAbi(name));
   if (!s.ok()) return Result(ctx, s.status());
   *stream = s->value();
   return DMALAB_OK;
@@ -145,14 +94,14 @@ int32_t ApiCopy(void* ctx, int32_t stream, const dmalab_mem* dst, const dmalab_m
   if (dst == nullptr) return NullArgument(ctx, "copy", "dst");
   if (src == nullptr) return NullArgument(ctx, "copy", "src");
   return Result(ctx, Self(ctx)->device()->Copy(StreamId(stream), ToMem(ctx, dst), ToMem(ctx, src),
-                                               Label(label)));
+                                               LabelFromAbi(label)));
 }
 
 int32_t ApiReduce(void* ctx, int32_t stream, int32_t dtype, const dmalab_mem* dst,
                   const dmalab_mem* terms, int32_t n_terms, int64_t elems, const char* label) {
   if (dst == nullptr) return NullArgument(ctx, "reduce", "dst");
   if (terms == nullptr) return NullArgument(ctx, "reduce", "terms");
-  absl::StatusOr<DType> t = ToDType(dtype);
+  absl::StatusOr<DType> t = DTypeFromAbi(dtype);
   if (!t.ok()) return Result(ctx, t.status());
   if (n_terms < 1 || n_terms > 64) {
     return Result(ctx, absl::InvalidArgumentError(
@@ -161,7 +110,7 @@ int32_t ApiReduce(void* ctx, int32_t stream, int32_t dtype, const dmalab_mem* ds
   std::vector<Operand> operands;
   for (int32_t i = 0; i < n_terms; ++i) operands.push_back(Operand{ToMem(ctx, &terms[i])});
   return Result(ctx, Self(ctx)->device()->Reduce(StreamId(stream), *t, Operand{ToMem(ctx, dst)},
-                                                 operands, elems, Label(label)));
+                                                 operands, elems, LabelFromAbi(label)));
 }
 
 int32_t ApiSignalFlag(void* ctx, int32_t stream, const dmalab_mem* counter,
@@ -169,7 +118,7 @@ int32_t ApiSignalFlag(void* ctx, int32_t stream, const dmalab_mem* counter,
   if (counter == nullptr) return NullArgument(ctx, "signal_flag", "counter");
   if (peer_flag == nullptr) return NullArgument(ctx, "signal_flag", "peer_flag");
   return Result(ctx, Self(ctx)->device()->SignalFlag(StreamId(stream), ToMem(ctx, counter),
-                                                     ToMem(ctx, peer_flag), Label(label)));
+                                                     ToMem(ctx, peer_flag), LabelFromAbi(label)));
 }
 
 int32_t ApiWaitFlag(void* ctx, int32_t stream, const dmalab_mem* expected, const dmalab_mem* flag,
@@ -177,21 +126,21 @@ int32_t ApiWaitFlag(void* ctx, int32_t stream, const dmalab_mem* expected, const
   if (expected == nullptr) return NullArgument(ctx, "wait_flag", "expected");
   if (flag == nullptr) return NullArgument(ctx, "wait_flag", "flag");
   return Result(ctx, Self(ctx)->device()->WaitFlag(StreamId(stream), ToMem(ctx, expected),
-                                                   ToMem(ctx, flag), Label(label)));
+                                                   ToMem(ctx, flag), LabelFromAbi(label)));
 }
 
 int32_t ApiWriteValue(void* ctx, int32_t stream, const dmalab_mem* dst, uint64_t value,
                       const char* label) {
   if (dst == nullptr) return NullArgument(ctx, "write_value", "dst");
-  return Result(
-      ctx, Self(ctx)->device()->WriteValue(StreamId(stream), ToMem(ctx, dst), value, Label(label)));
+  return Result(ctx, Self(ctx)->device()->WriteValue(StreamId(stream), ToMem(ctx, dst), value,
+                                                     LabelFromAbi(label)));
 }
 
 int32_t ApiWaitValue(void* ctx, int32_t stream, const dmalab_mem* flag, uint64_t value,
                      const char* label) {
   if (flag == nullptr) return NullArgument(ctx, "wait_value", "flag");
-  return Result(
-      ctx, Self(ctx)->device()->WaitValue(StreamId(stream), ToMem(ctx, flag), value, Label(label)));
+  return Result(ctx, Self(ctx)->device()->WaitValue(StreamId(stream), ToMem(ctx, flag), value,
+                                                    LabelFromAbi(label)));
 }
 
 int32_t ApiWrite(void* ctx, const dmalab_mem* dst, const void* bytes, uint64_t n) {
@@ -270,8 +219,8 @@ absl::StatusOr<Tensors> Describe(absl::Span<const TensorView> views, std::string
     }
     t.shapes[r] = v.shape;
     dmalab_tensor& d = t.tensors[r];
-    d.mem = FromMem(v.mem.Slice(0, v.bytes()));
-    d.dtype = FromDType(v.dtype);
+    d.mem = MemToAbi(v.mem.Slice(0, v.bytes()));
+    d.dtype = DTypeToAbi(v.dtype);
     d.ndim = static_cast<int32_t>(v.shape.size());
     d.elems = v.elems();
     d.shape = t.shapes[r].data();
@@ -363,7 +312,7 @@ absl::Status PluginCollective::Bind(const PluginConfig& config) {
   c.struct_size = sizeof(c);
   c.world_size = device_->world_size();
   c.max_bytes = config.max_bytes;
-  c.dtype = FromDType(config.dtype);
+  c.dtype = DTypeToAbi(config.dtype);
   c.options = config.options.c_str();
   void* state = nullptr;
   if (plugin_->create(&api_, &c, &state) != DMALAB_OK) {

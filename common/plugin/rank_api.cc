@@ -6,55 +6,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/plugin/abi_convert.h"
 
 namespace dmalab {
 namespace {
 
 RankApi* Self(void* ctx) { return static_cast<RankApi*>(ctx); }
 
-std::string Label(const char* label) { return label == nullptr ? "" : std::string(label); }
-
-dmalab_mem ToPlugin(const MemRef& m) {
-  dmalab_mem out{};
-  out.rank = m.rank;
-  out.addr = m.addr;
-  out.bytes = m.bytes;
-  out.alloc_id = m.alloc_id;
-  return out;
-}
-
 int32_t Null(void* ctx, const char* function, const char* argument) {
   return Self(ctx)->Done(
       absl::InvalidArgumentError(absl::StrFormat("%s: argument '%s' is NULL", function, argument)));
-}
-
-absl::StatusOr<DType> ToDType(int32_t dtype) {
-  switch (dtype) {
-    case DMALAB_DTYPE_BF16:
-      return DType::kBF16;
-    case DMALAB_DTYPE_FP16:
-      return DType::kFP16;
-    case DMALAB_DTYPE_FP32:
-      return DType::kFP32;
-  }
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "dtype is %d; allowed: DMALAB_DTYPE_BF16 (0), DMALAB_DTYPE_FP16 (1), DMALAB_DTYPE_FP32 (2)",
-      dtype));
-}
-
-absl::StatusOr<StreamKind> ToStreamKind(int32_t kind) {
-  switch (kind) {
-    case DMALAB_STREAM_COMPUTE:
-      return StreamKind::kCompute;
-    case DMALAB_STREAM_COPY:
-      return StreamKind::kCopy;
-    case DMALAB_STREAM_FLAG:
-      return StreamKind::kFlag;
-  }
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "create_stream: kind is %d; allowed: DMALAB_STREAM_COMPUTE (0), DMALAB_STREAM_COPY (1), "
-      "DMALAB_STREAM_FLAG (2)",
-      kind));
 }
 
 // --- dmalab_rank_api -------------------------------------------------------------------------
@@ -65,11 +26,11 @@ int32_t ApiAllocate(void* ctx, uint64_t bytes, const char* tag, dmalab_mem* out)
   RankApi* self = Self(ctx);
   self->Step();
   if (out == nullptr) return Null(ctx, "allocate", "out");
-  absl::StatusOr<MemRef> m = self->device()->Allocate(self->rank(), bytes, Label(tag));
+  absl::StatusOr<MemRef> m = self->device()->Allocate(self->rank(), bytes, LabelFromAbi(tag));
   if (!m.ok()) return self->Done(m.status());
-  self->allocations[m->addr] = absl::StrFormat("'%s' (%d bytes)", Label(tag), m->bytes);
+  self->allocations[m->addr] = absl::StrFormat("'%s' (%d bytes)", LabelFromAbi(tag), m->bytes);
   self->Handed(*m);
-  *out = ToPlugin(*m);
+  *out = MemToAbi(*m);
   return DMALAB_OK;
 }
 
@@ -101,9 +62,9 @@ int32_t ApiCreateStream(void* ctx, int32_t kind, const char* name, dmalab_stream
   RankApi* self = Self(ctx);
   self->Step();
   if (out == nullptr) return Null(ctx, "create_stream", "out");
-  absl::StatusOr<StreamKind> k = ToStreamKind(kind);
+  absl::StatusOr<StreamKind> k = StreamKindFromAbi(kind);
   if (!k.ok()) return self->Done(k.status());
-  absl::StatusOr<StreamId> s = self->device()->CreateStream(self->rank(), *k, Label(name));
+  absl::StatusOr<StreamId> s = self->device()->CreateStream(self->rank(), *k, LabelFromAbi(name));
   if (!s.ok()) return self->Done(s.status());
   self->streams.insert(s->value());
   out->id = s->value();
@@ -172,7 +133,7 @@ int32_t ApiCopy(void* ctx, dmalab_stream stream, const dmalab_mem* dst, const dm
   if (!d.ok()) return self->Done(d.status());
   absl::StatusOr<MemRef> s = self->FromPlugin(src, "copy src");
   if (!s.ok()) return self->Done(s.status());
-  return self->Done(self->device()->Copy(StreamId(stream.id), *d, *s, Label(label)));
+  return self->Done(self->device()->Copy(StreamId(stream.id), *d, *s, LabelFromAbi(label)));
 }
 
 int32_t ApiReduce(void* ctx, dmalab_stream stream, int32_t dtype, const dmalab_mem* dst,
@@ -182,7 +143,7 @@ int32_t ApiReduce(void* ctx, dmalab_stream stream, int32_t dtype, const dmalab_m
   if (dst == nullptr) return Null(ctx, "reduce", "dst");
   if (terms == nullptr) return Null(ctx, "reduce", "terms");
   if (absl::Status s = self->CheckStream(stream, "reduce"); !s.ok()) return self->Done(s);
-  absl::StatusOr<DType> t = ToDType(dtype);
+  absl::StatusOr<DType> t = DTypeFromAbi(dtype);
   if (!t.ok()) return self->Done(t.status());
   if (n_terms < 1 || n_terms > 64) {
     return self->Done(absl::InvalidArgumentError(
@@ -196,8 +157,8 @@ int32_t ApiReduce(void* ctx, dmalab_stream stream, int32_t dtype, const dmalab_m
     if (!m.ok()) return self->Done(m.status());
     operands.push_back(Operand{*m});
   }
-  return self->Done(
-      self->device()->Reduce(StreamId(stream.id), *t, Operand{*d}, operands, elems, Label(label)));
+  return self->Done(self->device()->Reduce(StreamId(stream.id), *t, Operand{*d}, operands, elems,
+                                           LabelFromAbi(label)));
 }
 
 int32_t ApiSignalFlag(void* ctx, dmalab_stream stream, const dmalab_mem* counter,
@@ -211,7 +172,7 @@ int32_t ApiSignalFlag(void* ctx, dmalab_stream stream, const dmalab_mem* counter
   if (!c.ok()) return self->Done(c.status());
   absl::StatusOr<MemRef> f = self->FromPlugin(flag, "signal_flag flag");
   if (!f.ok()) return self->Done(f.status());
-  return self->Done(self->device()->SignalFlag(StreamId(stream.id), *c, *f, Label(label)));
+  return self->Done(self->device()->SignalFlag(StreamId(stream.id), *c, *f, LabelFromAbi(label)));
 }
 
 int32_t ApiWaitFlag(void* ctx, dmalab_stream stream, const dmalab_mem* expected,
@@ -225,7 +186,7 @@ int32_t ApiWaitFlag(void* ctx, dmalab_stream stream, const dmalab_mem* expected,
   if (!e.ok()) return self->Done(e.status());
   absl::StatusOr<MemRef> f = self->FromPlugin(flag, "wait_flag flag");
   if (!f.ok()) return self->Done(f.status());
-  return self->Done(self->device()->WaitFlag(StreamId(stream.id), *e, *f, Label(label)));
+  return self->Done(self->device()->WaitFlag(StreamId(stream.id), *e, *f, LabelFromAbi(label)));
 }
 
 int32_t ApiWriteValue(void* ctx, dmalab_stream stream, const dmalab_mem* dst, uint64_t value,
@@ -236,7 +197,8 @@ int32_t ApiWriteValue(void* ctx, dmalab_stream stream, const dmalab_mem* dst, ui
   if (absl::Status s = self->CheckStream(stream, "write_value"); !s.ok()) return self->Done(s);
   absl::StatusOr<MemRef> d = self->FromPlugin(dst, "write_value dst");
   if (!d.ok()) return self->Done(d.status());
-  return self->Done(self->device()->WriteValue(StreamId(stream.id), *d, value, Label(label)));
+  return self->Done(
+      self->device()->WriteValue(StreamId(stream.id), *d, value, LabelFromAbi(label)));
 }
 
 int32_t ApiWaitValue(void* ctx, dmalab_stream stream, const dmalab_mem* flag, uint64_t value,
@@ -247,7 +209,7 @@ int32_t ApiWaitValue(void* ctx, dmalab_stream stream, const dmalab_mem* flag, ui
   if (absl::Status s = self->CheckStream(stream, "wait_value"); !s.ok()) return self->Done(s);
   absl::StatusOr<MemRef> f = self->FromPlugin(flag, "wait_value flag");
   if (!f.ok()) return self->Done(f.status());
-  return self->Done(self->device()->WaitValue(StreamId(stream.id), *f, value, Label(label)));
+  return self->Done(self->device()->WaitValue(StreamId(stream.id), *f, value, LabelFromAbi(label)));
 }
 
 int32_t ApiWrite(void* ctx, const dmalab_mem* dst, const void* bytes, uint64_t n) {
@@ -302,7 +264,7 @@ int32_t ApiIpcOpenMemHandle(void* ctx, const dmalab_ipc_mem_handle* handle, dmal
   absl::StatusOr<MemRef> m = self->device()->OpenMemory(self->rank(), h);
   if (!m.ok()) return self->Done(m.status());
   self->mappings[m->addr] = absl::StrFormat("[0x%x, 0x%x)", m->addr, m->end());
-  *mapping = ToPlugin(*m);
+  *mapping = MemToAbi(*m);
   return DMALAB_OK;
 }
 

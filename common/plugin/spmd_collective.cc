@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/plugin/abi_convert.h"
 
 namespace dmalab {
 namespace {
@@ -59,18 +60,6 @@ void Log(void* ctx, int32_t level, const char* message) {
                message == nullptr ? "" : message);
 }
 
-int32_t FromDType(DType dtype) {
-  switch (dtype) {
-    case DType::kBF16:
-      return DMALAB_DTYPE_BF16;
-    case DType::kFP16:
-      return DMALAB_DTYPE_FP16;
-    case DType::kFP32:
-      return DMALAB_DTYPE_FP32;
-  }
-  return DMALAB_DTYPE_BF16;
-}
-
 absl::StatusOr<dmalab_tensor> Describe(const TensorView& v, std::string_view what) {
   if (v.shape.size() > kMaxDims) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -86,7 +75,7 @@ absl::StatusOr<dmalab_tensor> Describe(const TensorView& v, std::string_view wha
   t.mem.addr = m.addr;
   t.mem.bytes = m.bytes;
   t.mem.alloc_id = m.alloc_id;
-  t.dtype = FromDType(v.dtype);
+  t.dtype = DTypeToAbi(v.dtype);
   t.ndim = static_cast<int32_t>(v.shape.size());
   t.elems = v.elems();
   t.shape = v.shape.data();
@@ -146,7 +135,7 @@ absl::StatusOr<std::unique_ptr<SpmdCollective>> SpmdCollective::Create(
     k.struct_size = sizeof(k);
     k.rank = r;
     k.world_size = world;
-    k.dtype = FromDType(config.dtype);
+    k.dtype = DTypeToAbi(config.dtype);
     k.max_bytes = config.max_bytes;
     k.options = config.options.c_str();
     k.log = Log;

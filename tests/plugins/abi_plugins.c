@@ -80,6 +80,7 @@ static int32_t all_reduce(void* p, const dmalab_tensor* inputs, dmalab_mem* resu
   strcpy(the_state.error, "the default form is not implemented");
   return DMALAB_ERROR;
 #endif
+#endif
 }
 
 static int32_t all_reduce_into(void* p, const dmalab_tensor* inputs, const dmalab_tensor* outs) {
