@@ -212,7 +212,7 @@ TEST(SocketBootstrapTest, WorldMismatchIsRefusedWithTheSameErrorEverywhere) {
   const std::string address = FreshAddress();
   const std::vector<RankReport> reports = RunRanks(4, [&](int rank) {
     // The others connect first, so that every rank hears rank 0's refusal.
-    if (rank == 2) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    if (rank == 2) std::this_thread::sleep_for(std::chrono::milliseconds(500));
     return Text(SocketBootstrap::Connect(Options(rank, rank == 2 ? 3 : 4, address)).status());
   });
   for (int r = 0; r < 4; ++r) {
@@ -224,7 +224,7 @@ TEST(SocketBootstrapTest, WorldMismatchIsRefusedWithTheSameErrorEverywhere) {
 TEST(SocketBootstrapTest, DuplicateRankIsRefused) {
   const std::string address = FreshAddress();
   const std::vector<RankReport> reports = RunRanks(3, [&](int rank) {
-    if (rank == 2) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    if (rank == 2) std::this_thread::sleep_for(std::chrono::milliseconds(500));
     return Text(SocketBootstrap::Connect(Options(rank == 2 ? 1 : rank, 3, address)).status());
   });
   for (int r = 0; r < 3; ++r) {
@@ -313,7 +313,7 @@ TEST(SocketBootstrapTest, RanksThatDoNotArriveAreNamed) {
     if (!b.ok()) return Text(b.status());
     if (absl::Status s = (*b)->Barrier(rank); !s.ok()) return Text(s);
     // Ranks 1 and 3 come late to the second barrier: after rank 0 gave up on them.
-    if (rank == 1 || rank == 3) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    if (rank == 1 || rank == 3) std::this_thread::sleep_for(std::chrono::milliseconds(1800));
     return Text((*b)->Barrier(rank));
   });
   for (int r = 0; r < 4; ++r) {
