@@ -6,8 +6,9 @@
 // Failures are bounded and named: when one rank fails (exits non-zero, or is killed by a signal)
 // the launcher ends the others (SIGTERM, then SIGKILL after a grace period), since they would
 // only wait for it; past the optional overall timeout it ends all and names the ranks still
-// running. Ranks die with the launcher (a parent-death signal), and every child is reaped: no
-// zombie, no orphan. Ranks inherit the launcher's stdout and stderr.
+// running. Ranks die with the launcher (a parent-death signal, which follows the thread that
+// forked them: call LaunchRanks from a thread that lives as long as the launch), and every child
+// is reaped: no zombie, no orphan. Ranks inherit the launcher's stdout and stderr.
 #ifndef DMALAB_TOOLS_LAUNCHER_H_
 #define DMALAB_TOOLS_LAUNCHER_H_
 
