@@ -192,10 +192,20 @@ TEST_P(ExactRoundsTest, EveryByteArrives) {
 
 INSTANTIATE_TEST_SUITE_P(Worlds, ExactRoundsTest, testing::Values(1, 2, 4, 8));
 
-TEST(SocketBootstrapTest, FilesystemPathIsUnlinkedOnceConnected) {
+TEST(SocketBootstrapTest, FilesystemPathReplacesALeftoverAndIsUnlinkedOnceConnected) {
   char dir[] = "/tmp/dmalab-bootstrap-XXXXXX";
   ASSERT_NE(::mkdtemp(dir), nullptr);
   const std::string path = std::string(dir) + "/bootstrap.sock";
+  {
+    // A socket file left by an earlier run that died: nobody listens there, so it is replaced.
+    sockaddr_un sa{};
+    sa.sun_family = AF_UNIX;
+    std::memcpy(sa.sun_path, path.c_str(), path.size() + 1);
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+    ::close(fd);
+    ASSERT_EQ(::access(path.c_str(), F_OK), 0);
+  }
   const std::vector<RankReport> reports = RunRanks(3, [&](int rank) {
     absl::StatusOr<std::unique_ptr<SocketBootstrap>> b =
         SocketBootstrap::Connect(Options(rank, 3, path));
