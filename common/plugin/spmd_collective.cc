@@ -315,7 +315,10 @@ absl::Status SpmdCollective::Close() {
   closed_ = true;
   absl::Status s = absl::OkStatus();
   if (!bootstrap_.broken()) {
-    s = OnEveryRank("destroy", [&](int r) { return plugin_->destroy(states_[r]); });
+    // A rank whose create failed has no state to destroy.
+    s = OnEveryRank("destroy", [&](int r) {
+      return states_[r] == nullptr ? DMALAB_OK : plugin_->destroy(states_[r]);
+    });
   }
   for (size_t r = 0; r < ranks_.size(); ++r) {
     if (ranks_[r]->held().total() == 0) continue;

@@ -42,6 +42,11 @@ absl::StatusCode CodeOf(int32_t rc) {
 
 RankApiDevice::RankApiDevice(const dmalab_rank_api* api) : api_(api) {}
 
+RankApiDevice::~RankApiDevice() {
+  for (EventId e : events_) (void)api_->destroy_event(api_->ctx, ToEvent(e));
+  for (StreamId s : streams_) (void)api_->destroy_stream(api_->ctx, ToStream(s));
+}
+
 std::string RankApiDevice::name() const {
   return api_->backend == DMALAB_BACKEND_SIM ? "sim" : "cuda";
 }
@@ -94,6 +99,7 @@ absl::StatusOr<StreamId> RankApiDevice::CreateStream(int rank, StreamKind kind,
       !st.ok()) {
     return st;
   }
+  streams_.push_back(StreamId(s.id));
   return StreamId(s.id);
 }
 
@@ -101,6 +107,7 @@ absl::StatusOr<EventId> RankApiDevice::CreateEvent(int rank) {
   if (absl::Status s = CheckRank(rank, "create_event"); !s.ok()) return s;
   dmalab_event e{-1};
   if (absl::Status s = Check(api_->create_event(api_->ctx, &e), "create_event"); !s.ok()) return s;
+  events_.push_back(EventId(e.id));
   return EventId(e.id);
 }
 

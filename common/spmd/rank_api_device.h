@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -22,6 +23,10 @@ class RankApiDevice : public Device {
  public:
   // `api` outlives the device.
   explicit RankApiDevice(const dmalab_rank_api* api);
+  // Destroys the streams and events it created (the table's books would count them as leaks).
+  ~RankApiDevice() override;
+  RankApiDevice(const RankApiDevice&) = delete;
+  RankApiDevice& operator=(const RankApiDevice&) = delete;
 
   int rank() const { return api_->rank; }
   int world_size() const override { return api_->world_size; }
@@ -72,6 +77,8 @@ class RankApiDevice : public Device {
   absl::Status CheckRank(int rank, std::string_view what) const;
 
   const dmalab_rank_api* api_;
+  std::vector<StreamId> streams_;  // created here (not the compute stream)
+  std::vector<EventId> events_;
 };
 
 }  // namespace dmalab

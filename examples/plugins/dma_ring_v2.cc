@@ -12,6 +12,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -77,7 +78,8 @@ absl::Status ParseOptions(const char* text, DmaAllReduceOptions* options) {
             absl::StrFormat("option pieces=%s: not an integer", kv.second));
       }
     } else if (kv.first == "inject") {
-      absl::StatusOr<FaultSet> faults = FaultSet::Parse(kv.second);
+      absl::StatusOr<FaultSet> faults =
+          FaultSet::Parse(std::string_view(kv.second.data(), kv.second.size()));
       if (!faults.ok()) {
         return absl::InvalidArgumentError(
             absl::StrFormat("option inject=%s: %s", kv.second, faults.status().message()));
