@@ -75,8 +75,7 @@ absl::StatusOr<ReplayReport> ReplayOnce(const Scenario& scenario, const FaultSet
 
 // The simulator's memory limit: --max-memory, else what is available now.
 MemoryLimit LimitOf(const ReplayCommand& c) {
-  return c.max_memory_bytes.has_value() ? MemoryLimit{*c.max_memory_bytes, ""}
-                                        : AvailableMemory();
+  return c.max_memory_bytes.has_value() ? MemoryLimit{*c.max_memory_bytes, ""} : AvailableMemory();
 }
 
 // Writes rank r of tensor `name` as DIR/FILE.rankR.npy, FILE = DumpFileName(name).
@@ -159,8 +158,8 @@ int RunSeedSweep(const Scenario& scenario, const FaultSet& faults, const ReplayC
         progress.Clear();
         std::printf("%s=%llu FAIL findings=%lld (%zu distinct) first: %s at %s, rank %d: %s\n",
                     seed_name, static_cast<unsigned long long>(seed),
-                    static_cast<long long>(r->findings_total), r->groups.size(),
-                    f.checker.c_str(), where.c_str(), f.rank, f.detail.substr(0, 200).c_str());
+                    static_cast<long long>(r->findings_total), r->groups.size(), f.checker.c_str(),
+                    where.c_str(), f.rank, f.detail.substr(0, 200).c_str());
         json.BeginObject().Key(seed_key).UInt(seed);
         json.Key("findings_total").Int(r->findings_total);
         json.Key("findings_distinct").Int(static_cast<int64_t>(r->groups.size()));

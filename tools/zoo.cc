@@ -26,9 +26,9 @@
 #include "common/scenario/scenario_loader.h"
 #include "common/scenario/size_family.h"
 #include "sim/sim_device.h"
-#include "tools/ordered_parallel.h"
 #include "tools/host_memory.h"
 #include "tools/isolated_replay.h"
+#include "tools/ordered_parallel.h"
 #include "tools/progress.h"
 #include "tools/run_device.h"
 #include "tools/sim_replay.h"
@@ -191,9 +191,8 @@ absl::StatusOr<RunFindings> RunScenario(const ZooOptions& o, const MemoryLimit& 
     }
     return device->Replay(scenario, options);
   };
-  absl::StatusOr<ReplayReport> r = IsPluginPath(collective)
-                                       ? ReplayInWorker(replay, scenario, o.hang_seconds)
-                                       : replay(nullptr);
+  absl::StatusOr<ReplayReport> r =
+      IsPluginPath(collective) ? ReplayInWorker(replay, scenario, o.hang_seconds) : replay(nullptr);
   if (!r.ok()) return r.status();
   RunFindings found;
   for (const ReplayFinding& f : r->findings) found.checkers.insert(CheckerOf(f));
@@ -492,17 +491,16 @@ absl::StatusOr<ZooReport> RunZoo(const ZooOptions& options) {
     const auto run = [&options, &limit, &scenarios, &row](int seed) {
       return RunCase(options, limit, scenarios, row.scenario, FaultSet().Add(row.fault), seed);
     };
-    runs.Add(options.seeds, run,
-             [&options, &row, ran](int seed, const RunFindings& found) {
-               ++row.seeds_run;
-               ran(1);
-               if (found.checkers.empty()) return true;
-               ran(options.seeds - seed);  // the seeds a detected row skips
-               row.detected = true;
-               row.first_seed = seed;
-               row.checkers = absl::StrJoin(found.checkers, ",");
-               return false;
-             });
+    runs.Add(options.seeds, run, [&options, &row, ran](int seed, const RunFindings& found) {
+      ++row.seeds_run;
+      ran(1);
+      if (found.checkers.empty()) return true;
+      ran(options.seeds - seed);  // the seeds a detected row skips
+      row.detected = true;
+      row.first_seed = seed;
+      row.checkers = absl::StrJoin(found.checkers, ",");
+      return false;
+    });
   }
   for (size_t f = 0; f < ZooScenarios().size(); ++f) {
     ZooCleanRow& row = report.clean[f];

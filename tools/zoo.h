@@ -35,8 +35,8 @@ struct ZooOptions {
   // Every run of a plugin is in a worker process (tools/isolated_run.h): its crash or exit is a
   // failing run (collective_crash), and so is a step longer than this (collective_hang).
   int hang_seconds = kDefaultHangSeconds;
-  // Runs made at once, on this many threads (simulator runs); results are taken in seed order, so the report is
-  // the same for any number (but its times).
+  // Runs made at once, on this many threads (simulator runs); results are taken in seed order, so
+  // the report is the same for any number (but its times).
   int jobs = 1;
   // Runs of each size-regime scenario (scheduling seeds 1..size_seeds, or perturbation seeds on
   // GPUs); 0 leaves the family out.
@@ -57,7 +57,7 @@ struct ZooOptions {
 // `dmalab zoo`'s flags.
 struct ZooCommand {
   int seeds = 20;
-  int jobs = 0;  // 0: AvailableCores()
+  int jobs = 0;             // 0: AvailableCores()
   int sizes = 1;            // --sizes: runs of each size-regime scenario; 0 leaves them out
   std::string write_sizes;  // --write-sizes=DIR: also write the size-regime scenarios there
   std::string backend = "sim";
