@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -93,9 +94,11 @@ class VectorClock {
     for (size_t i = 0; i < n; ++i) c[i] = std::max(c[i], from[i]);
 #endif
   }
+  // Unique in the process: one simulated device may be driven from several threads in turn (the
+  // rank threads of an SPMD plugin), so a per-thread counter would give two contents one id.
   static uint64_t NewId() {
-    static thread_local uint64_t last = 0;  // ids are compared within one thread's clocks only
-    return ++last;
+    static std::atomic<uint64_t> last{0};
+    return last.fetch_add(1, std::memory_order_relaxed) + 1;
   }
   // Whether no component of o exceeds this clock's (joining would change nothing).
   bool Covers(const std::vector<uint32_t>& o) const {

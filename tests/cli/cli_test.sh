@@ -239,7 +239,7 @@ done
 expect_exit 2 "--jobs means nothing without --seeds or --check-determinism" -- replay "$scenario" --jobs=2
 expect_exit 2 "--jobs: value '0' is out of range; allowed: 1 to 4096" -- zoo --jobs=0
 # Times (a number of seconds) are the only bytes that may differ.
-untimed() { sed -E 's/[0-9]+\.[0-9]+( s,|$)/T\1/g' "$1"; }
+untimed() { sed -E 's/ *[0-9]+\.[0-9]+( s,|$)/ T\1/g' "$1"; }
 for jobs in 1 3; do
   "$dmalab" zoo --seeds=3 --jobs=$jobs --quiet > "$tmp/zoo.$jobs.txt" || fail "zoo --jobs=$jobs: $(tail -2 "$tmp/zoo.$jobs.txt")"
   "$dmalab" replay scenarios/explicit_outputs_tp3.yaml --inject=drop-copy-wait --seeds=6 --jobs=$jobs \
