@@ -146,6 +146,14 @@ void CachingAllocator::ReleaseCachedSegments() {
   }
 }
 
+std::optional<std::pair<uint64_t, uint64_t>> CachingAllocator::SegmentOf(uint64_t addr) const {
+  auto it = segments_.upper_bound(addr);
+  if (it == segments_.begin()) return std::nullopt;
+  --it;
+  if (addr >= it->first + it->second) return std::nullopt;
+  return *it;
+}
+
 CachingAllocator::Stats CachingAllocator::stats() const {
   Stats s;
   s.segments = static_cast<int64_t>(segments_.size());

@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -68,6 +69,10 @@ class CachingAllocator {
   void ReleaseCachedSegments();
 
   Stats stats() const;
+
+  // The segment (address, bytes) that holds `addr`, when one does: what an IPC handle exports
+  // for a block (CUDA exports whole cudaMalloc allocations).
+  std::optional<std::pair<uint64_t, uint64_t>> SegmentOf(uint64_t addr) const;
 
  private:
   struct Block {

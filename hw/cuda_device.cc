@@ -67,6 +67,10 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(int world, int gp
     return absl::InvalidArgumentError(
         absl::StrFormat("cuda device: world is %d; must be >= 1", world));
   }
+  if (options.first_gpu < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("cuda device: first GPU is %d; must be >= 0", options.first_gpu));
+  }
   if (gpus < 1 || gpus > world) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "cuda device: gpus is %d with world %d; must be in [1, world]", gpus, world));
@@ -88,13 +92,14 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(int world, int gp
         gpus, gpus, count));
   }
   std::unique_ptr<CudaDevice> device(new CudaDevice(options));
-  DMALAB_HW_RETURN_IF_ERROR(device->Init(world, gpus));
+  DMALAB_HW_RETURN_IF_ERROR(device->Init(world, gpus, count));
   return device;
 }
 
-absl::Status CudaDevice::Init(int world, int gpus) {
+absl::Status CudaDevice::Init(int world, int gpus, int visible) {
   std::vector<int> ordinals;
-  for (int g = 0; g < gpus; ++g) {
+  for (int i = 0; i < gpus; ++i) {
+    const int g = (options_.first_gpu + i) % visible;
     cudaDeviceProp prop;
     DMALAB_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, g), "cuda device: query GPU %d", g);
     if (prop.major < 9) {
@@ -191,6 +196,7 @@ CudaDevice::~CudaDevice() {
     if (s.owns_stream) cudaStreamDestroy(s.stream);
   }
   if (fork_event_ != nullptr) cudaEventDestroy(fork_event_);
+  CloseAllMappings();
   for (Rank& r : ranks_) r.allocator.reset();
   wait_log_.reset();
   cudaGetLastError();
@@ -228,6 +234,7 @@ absl::Status CudaDevice::CheckLive(const MemRef& mem, const OperandName& name) c
     return absl::InvalidArgumentError(absl::StrFormat("%s: rank %d is out of range [0, %d)",
                                                       name.ToString(), mem.rank, world_size()));
   }
+  if (mem.via_mapping != 0) return CheckMapping(mem, name);
   const std::map<uint64_t, LiveAllocation>& live = ranks_[mem.rank].live;
   auto it = live.upper_bound(mem.addr);
   if (it != live.begin()) {

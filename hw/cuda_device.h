@@ -12,6 +12,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -38,6 +39,9 @@ struct CudaDeviceOptions {
   // seed and the stream's place in creation order, a schedule perturbation
   // (measure/perturbing_device.h). Unset: default priorities.
   std::optional<uint64_t> stream_priority_seed;
+  // The GPU of rank 0 is this one modulo the GPUs visible (a rank process of a multi-process run
+  // passes its local rank); later ranks' GPUs follow it, wrapping around.
+  int first_gpu = 0;
 };
 
 class CudaDevice : public Device {
@@ -101,6 +105,25 @@ class CudaDevice : public Device {
 
   bool IsCapturing(StreamId stream) const override;
 
+  // IPC (hw/cuda_device_ipc.cc). A memory handle is the CUDA IPC handle of the allocator segment
+  // (one cudaMalloc) that holds the allocation, with the allocation's offset and size in it.
+  // OpenMemory in another process maps the segment once per process (cudaIpcOpenMemHandle
+  // refuses a second mapping of one segment) and counts the mappings through it; CloseMemory
+  // unmaps the segment with its last mapping. A handle exported by this process is opened
+  // without CUDA (which maps handles only into other processes): the mapping is the
+  // allocation's own address. An operation on a closed mapping is refused as a use after free.
+  // The owner's Free does not wait for peers' mappings, as CUDA's. Event handles are not
+  // offered: ranks in separate processes meet through flags.
+  bool SupportsIpc() const override { return true; }
+  absl::StatusOr<IpcHandle> ExportMemory(const MemRef& allocation) override;
+  absl::StatusOr<MemRef> OpenMemory(int rank, const IpcHandle& handle) override;
+  absl::Status CloseMemory(const MemRef& mapping) override;
+  absl::StatusOr<IpcHandle> ExportEvent(EventId event) override;
+  absl::StatusOr<EventId> OpenEvent(int rank, const IpcHandle& handle) override;
+  int64_t LiveAllocations(int rank) const override;
+  // Mappings opened and not yet closed (for tests and leak reports).
+  int open_mappings() const;
+
   // Runs `body`, capturing the work it enqueues on every stream of every rank into one graph:
   // capture begins on rank 0's compute stream, every other stream joins it through an event
   // and is joined back before the capture ends. Fails with body's error, or when the capture
@@ -159,9 +182,25 @@ class CudaDevice : public Device {
     int gpu = 0;
     cudaEvent_t event = nullptr;
   };
+  // A peer's segment mapped into this process (cudaIpcOpenMemHandle), shared by the mappings
+  // opened through it.
+  struct MappedSegment {
+    uint64_t base = 0;
+    int gpu = 0;
+    int mappings = 0;
+    bool foreign = true;  // opened through CUDA (another process exported it)
+  };
+  struct Mapping {
+    int rank = 0;
+    uint64_t addr = 0;
+    uint64_t bytes = 0;
+    std::array<uint8_t, 64> segment{};  // the key of its MappedSegment
+    bool open = true;
+  };
 
   explicit CudaDevice(const CudaDeviceOptions& options) : options_(options) {}
-  absl::Status Init(int world, int gpus);
+  // `visible`: the GPUs this process sees.
+  absl::Status Init(int world, int gpus, int visible);
   absl::Status EnablePeerAccess();
   // A new StreamId backed by a fresh CUDA stream, or by `shared` when given.
   absl::StatusOr<StreamId> NewStream(int rank, StreamKind kind, std::string_view name,
@@ -183,6 +222,10 @@ class CudaDevice : public Device {
   // the GPU, which would not notice.
   absl::Status CheckLive(const MemRef& mem, const OperandName& name) const;
   absl::Status CheckFlagWord(const MemRef& mem, const OperandName& name) const;
+  // CheckLive for a range reached through an IPC mapping (mem.via_mapping set).
+  absl::Status CheckMapping(const MemRef& mem, const OperandName& name) const;
+  // Unmaps every peer segment still mapped (the destructor).
+  void CloseAllMappings();
   // Fills the bookkeeping of a wait kernel (timeout, rank, label, failure records) and launches
   // it on `s`; WaitFlag and WaitValue differ only in what they wait for.
   absl::Status LaunchWait(const Stream& s, StreamId stream, kernels::WaitFlagArgs args,
@@ -204,6 +247,8 @@ class CudaDevice : public Device {
   uint64_t next_alloc_id_ = 1;
   bool capturing_ = false;
   std::vector<std::unique_ptr<CudaGraph>> graphs_;  // owned by CaptureGraph's ids
+  std::map<std::array<uint8_t, 64>, MappedSegment> mapped_segments_;  // by CUDA handle
+  std::map<uint64_t, Mapping> mappings_;  // by number (MemRef::via_mapping), closed ones kept
 };
 
 }  // namespace dmalab

@@ -28,6 +28,8 @@ struct GpuProperties {
 struct HwDeviceOptions {
   // Set: seeded stream priorities (CudaDeviceOptions::stream_priority_seed).
   std::optional<uint64_t> stream_priority_seed;
+  // Rank 0's GPU, modulo the GPUs visible (CudaDeviceOptions::first_gpu).
+  int first_gpu = 0;
 };
 
 // CudaDevice::Create(world, gpus).

@@ -10,6 +10,7 @@ absl::StatusOr<std::unique_ptr<Device>> CreateHwDevice(int world, int gpus,
                                                        const HwDeviceOptions& options) {
   CudaDeviceOptions cuda;
   cuda.stream_priority_seed = options.stream_priority_seed;
+  cuda.first_gpu = options.first_gpu;
   absl::StatusOr<std::unique_ptr<CudaDevice>> device = CudaDevice::Create(world, gpus, cuda);
   if (!device.ok()) return device.status();
   return std::unique_ptr<Device>(std::move(*device));

@@ -17,10 +17,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "common/core/device.h"
 
 namespace dmalab {
 
-inline constexpr size_t kIpcHandleBytes = 64;
 using IpcHandleBytes = std::array<uint8_t, kIpcHandleBytes>;
 
 // What a rank exported: one allocation (memory) or one event.

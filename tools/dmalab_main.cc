@@ -24,6 +24,7 @@
 #include "tools/command.h"
 #include "tools/demo_command.h"
 #include "tools/ordered_parallel.h"
+#include "tools/rank_process.h"
 #include "tools/replay_command.h"
 #include "tools/sweep_command.h"
 #include "tools/zoo.h"
@@ -147,6 +148,11 @@ void AddBackend(FlagSet& f, std::string* backend, int* gpus) {
   f.Choice("--backend", backend, {"sim", "hw"}, "sim (CPU simulator) or hw (CUDA GPUs)");
   f.Integer("--gpus", gpus, 1, kMaxWorld, "hw: GPUs the ranks spread over");
 }
+void AddProcs(FlagSet& f, int* procs) {
+  f.Integer("--procs", procs, 1, dmalab::kMaxProcs,
+            "hw: one process per rank, N of them (N = the ranks), peers' memory through CUDA IPC; "
+            "rank 0 prints the report");
+}
 void AddFidelity(FlagSet& f, std::string* fidelity) {
   f.Choice("--fidelity", fidelity, {"values", "shadow"},
            "simulator: values (real bytes and arithmetic) or shadow (no payload, only each "
@@ -162,6 +168,7 @@ int Replay(int argc, const char* const* argv) {
             "summary line.");
   f.app().add_option("FILE", c.file, "the scenario YAML")->required();
   AddBackend(f, &c.backend, &c.gpus);
+  AddProcs(f, &c.procs);
   AddFidelity(f, &c.fidelity);
   f.app()
       .add_option_function<std::string>(
@@ -194,7 +201,14 @@ int Replay(int argc, const char* const* argv) {
       rc >= 0) {
     return rc;
   }
-  if (int rc = f.OnlyWith("--backend=hw", c.backend == "hw", {"--gpus", "--perturb"}); rc >= 0) {
+  if (int rc = f.OnlyWith("--backend=hw", c.backend == "hw", {"--gpus", "--perturb", "--procs"});
+      rc >= 0) {
+    return rc;
+  }
+  if (int rc = f.NotBoth("--procs", "--gpus",
+                         "with --procs each rank process drives one GPU: its local rank modulo "
+                         "the GPUs it sees");
+      rc >= 0) {
     return rc;
   }
   if (int rc = OnlyForPlugins(f, c.run, {"--timeout"}); rc >= 0) return rc;
@@ -405,6 +419,7 @@ int Run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   dmalab::CheckStdout();
+  dmalab::SetProgramArguments(argc, argv);
   const int rc = Run(argc, argv);
   const bool known = argc >= 2 && dmalab::FindCommand(argv[1]) != nullptr;
   return dmalab::FinishStdout(known ? absl::StrCat("dmalab ", argv[1]) : "dmalab", rc);

@@ -237,7 +237,7 @@ absl::StatusOr<LaunchResult> LaunchRanks(const LaunchOptions& options) {
       pids[r] = 0;
       --running;
       const RankEnd& end = result.ranks[r];
-      if (end.ok()) continue;
+      if (end.finished(options.finished_status)) continue;
       if (failed < 0 || (end.how == RankEnd::How::kSignaled &&
                          result.ranks[failed].how != RankEnd::How::kSignaled)) {
         failed = r;

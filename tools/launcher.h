@@ -38,6 +38,9 @@ struct LaunchOptions {
   absl::Duration timeout = absl::InfiniteDuration();
   // How long ranks have, after SIGTERM, before SIGKILL.
   absl::Duration kill_grace = absl::Seconds(2);
+  // Exit statuses 0..finished_status mean a rank finished (a verdict, e.g. dmalab's 1 for a
+  // failed check), not that it failed: the others are left to finish too.
+  int finished_status = 0;
 };
 
 // How one rank's process ended.
@@ -53,7 +56,11 @@ struct RankEnd {
   // The launcher ended it (another rank failed, or the timeout passed).
   bool killed_by_launcher = false;
 
-  bool ok() const { return how == How::kExited && exit_status == 0; }
+  bool ok() const { return finished(0); }
+  // Exited with a status of at most `finished_status` (LaunchOptions::finished_status).
+  bool finished(int finished_status) const {
+    return how == How::kExited && exit_status >= 0 && exit_status <= finished_status;
+  }
   // "exited with status 3", "was killed by signal 11 (SIGSEGV)".
   std::string Describe() const;
 };

@@ -6,10 +6,14 @@
 #include <cstdio>
 
 #include "absl/strings/str_format.h"
+#include "tools/rank_process.h"
 
 namespace dmalab {
 
-bool ProgressWanted(bool quiet) { return !quiet && isatty(fileno(stderr)) != 0; }
+// Rank processes other than rank 0 draw none: one progress line per run.
+bool ProgressWanted(bool quiet) {
+  return !quiet && IsLeadProcess() && isatty(fileno(stderr)) != 0;
+}
 
 Progress::Progress(std::string what, std::string unit, bool enabled)
     : what_(std::move(what)),

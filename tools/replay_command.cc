@@ -25,6 +25,7 @@
 #include "tools/npy.h"
 #include "tools/ordered_parallel.h"
 #include "tools/progress.h"
+#include "tools/rank_process.h"
 #include "tools/run_device.h"
 #include "tools/sim_replay.h"
 
@@ -42,6 +43,7 @@ DeviceChoice ChoiceOf(const ReplayCommand& c, Fidelity fidelity, int run) {
   DeviceChoice d;
   d.backend = c.backend;
   d.gpus = c.gpus;
+  d.procs = c.procs;
   d.fidelity = fidelity;
   if (c.perturb) d.perturb_seed = *c.perturb + static_cast<uint64_t>(run > 0 ? run - 1 : 0);
   return d;
@@ -87,6 +89,7 @@ absl::Status Dump(Device& device, const std::string& dir, const std::string& nam
         !s.ok()) {
       return s;
     }
+    if (!IsLeadProcess()) continue;  // every rank process reads (in lockstep); rank 0 writes
     const std::string path = absl::StrFormat("%s/%s.rank%d.npy", dir, DumpFileName(name), r);
     if (absl::Status s = WriteNpy(path, views[r].dtype, views[r].shape, bytes); !s.ok()) return s;
   }
@@ -191,7 +194,7 @@ int RunSeedSweep(const Scenario& scenario, const FaultSet& faults, const ReplayC
                                     .c_str(),
               faults.ToString().c_str(), c.fidelity.c_str(), s, failing.empty() ? "PASS" : "FAIL");
   json.Key("status").String(failing.empty() ? "PASS" : "FAIL").EndObject();
-  if (!c.run.json.empty()) {
+  if (!c.run.json.empty() && IsLeadProcess()) {
     if (absl::Status st = WriteTextFile(c.run.json, json.str() + "\n"); !st.ok()) {
       return BadInput(absl::StrFormat("--json: %s", st.message()));
     }
@@ -285,6 +288,20 @@ int RunReplayCommand(const ReplayCommand& c) {
   if (absl::Status s = CheckDeviceChoice(ChoiceOf(c, *fidelity, 0)); !s.ok()) {
     return BadInput(std::string(s.message()));
   }
+  if (c.procs > 0) {
+    if (c.procs != scenario->world) {
+      return BadInput(absl::StrFormat(
+          "--procs is %d, but scenario '%s' has world %d; --procs starts one process per rank",
+          c.procs, scenario->name, scenario->world));
+    }
+    if (IsPluginPath(c.run.collective)) {
+      return BadInput(absl::StrFormat(
+          "--procs runs the built-in ring (--collective=ring); a plugin's instances run in one "
+          "process ('%s')",
+          c.run.collective));
+    }
+    if (!InRankProcess()) return LaunchRankProcesses("replay", c.procs);
+  }
   if (c.seeds > 0) return RunSeedSweep(*scenario, *faults, c, *fidelity);
   if (!c.dump_dir.empty()) {
     std::error_code ec;
@@ -356,7 +373,8 @@ int RunReplayCommand(const ReplayCommand& c) {
     }
     e.EndObject();
     json.insert(json.size() - 1, ",\"expectation\":" + e.str());
-    if (absl::Status s = WriteTextFile(c.run.json, json + "\n"); !s.ok()) {
+    if (absl::Status s = IsLeadProcess() ? WriteTextFile(c.run.json, json + "\n") : absl::OkStatus();
+        !s.ok()) {
       return BadInput(absl::StrFormat("--json: %s", s.message()));
     }
   }

@@ -20,6 +20,9 @@ struct ReplayCommand {
   std::string inject;               // comma-separated fault names
   std::string dump_dir;             // write every live tensor per rank as .npy here when set
   int gpus = 1;                     // hw: GPUs the ranks spread over
+  // hw: one process per rank (tools/rank_process.h); must be the scenario's world. 0: one
+  // process drives every rank.
+  int procs = 0;
   // hw: perturb the schedule with this seed (measure/perturbing_device.h); with `seeds`, the
   // first of the perturbation seeds.
   std::optional<uint64_t> perturb;

@@ -12,6 +12,18 @@ absl::Status CheckDeviceChoice(const DeviceChoice& choice) {
     return absl::InvalidArgumentError(
         absl::StrFormat("--backend is '%s'; allowed: sim, hw", choice.backend));
   }
+  if (choice.procs > 0 && choice.backend != "hw") {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--procs=%d needs --backend=hw: it runs one process per GPU rank; the simulator runs "
+        "every rank in one process",
+        choice.procs));
+  }
+  if (choice.procs > 0 && choice.gpus != 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--procs=%d with --gpus=%d: each rank process drives one GPU (its local rank modulo the "
+        "GPUs it sees); drop --gpus",
+        choice.procs, choice.gpus));
+  }
   if (choice.perturb_seed && choice.backend != "hw") {
     return absl::InvalidArgumentError(absl::StrFormat(
         "--perturb=%d needs --backend=hw: it delays work on real GPUs; on the simulator the "
@@ -28,21 +40,36 @@ absl::StatusOr<RunDevice> RunDevice::Make(const DeviceChoice& choice, int world,
   if (choice.backend == "sim") {
     auto sim = std::make_unique<SimDevice>(world, scheduling_seed, choice.fidelity);
     d.sim_ = sim.get();
-    d.base_ = std::move(sim);
+    d.base_ = sim.get();
+    d.owned_ = std::move(sim);
     d.scheduling_seed_ = scheduling_seed;
     return d;
   }
-  HwDeviceOptions options;
-  options.stream_priority_seed = choice.perturb_seed;
-  absl::StatusOr<std::unique_ptr<Device>> hw = CreateHwDevice(world, choice.gpus, options);
-  if (!hw.ok()) return hw.status();
-  d.base_ = *std::move(hw);
+  std::function<absl::Status(StreamId, uint64_t)> spin;
+  if (choice.procs > 0) {
+    RankProcessDevice::Options options;
+    options.world = world;
+    options.stream_priority_seed = choice.perturb_seed;
+    absl::StatusOr<std::unique_ptr<RankProcessDevice>> rank = RankProcessDevice::Create(options);
+    if (!rank.ok()) return rank.status();
+    d.rank_process_ = *std::move(rank);
+    d.base_ = d.rank_process_->get();
+    RankProcessDevice* r = d.rank_process_.get();
+    spin = [r](StreamId stream, uint64_t ns) { return r->Spin(stream, ns); };
+  } else {
+    HwDeviceOptions options;
+    options.stream_priority_seed = choice.perturb_seed;
+    absl::StatusOr<std::unique_ptr<Device>> hw = CreateHwDevice(world, choice.gpus, options);
+    if (!hw.ok()) return hw.status();
+    d.owned_ = *std::move(hw);
+    d.base_ = d.owned_.get();
+    Device* base = d.base_;
+    spin = [base](StreamId stream, uint64_t ns) { return HwSpin(*base, stream, ns); };
+  }
   if (choice.perturb_seed) {
     PerturbOptions p;
     p.seed = *choice.perturb_seed;
-    Device* base = d.base_.get();
-    d.perturbing_ = std::make_unique<PerturbingDevice>(
-        *base, p, [base](StreamId stream, uint64_t ns) { return HwSpin(*base, stream, ns); });
+    d.perturbing_ = std::make_unique<PerturbingDevice>(*d.base_, p, spin);
     d.perturb_seed_ = choice.perturb_seed;
   }
   return d;

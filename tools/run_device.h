@@ -15,6 +15,7 @@
 #include "common/scenario/replay.h"
 #include "measure/perturbing_device.h"
 #include "sim/sim_device.h"
+#include "tools/rank_process.h"
 
 namespace dmalab {
 
@@ -25,6 +26,8 @@ struct DeviceChoice {
   // hw: perturb with this seed; unset: no perturbation. Refused on the simulator, whose
   // scheduling seed already chooses every order.
   std::optional<uint64_t> perturb_seed;
+  // hw: this process is one rank of a --procs run (tools/rank_process.h); 0: every rank here.
+  int procs = 0;
 };
 
 class RunDevice {
@@ -33,7 +36,7 @@ class RunDevice {
   static absl::StatusOr<RunDevice> Make(const DeviceChoice& choice, int world,
                                         uint64_t scheduling_seed);
 
-  Device* get() { return perturbing_ ? static_cast<Device*>(perturbing_.get()) : base_.get(); }
+  Device* get() { return perturbing_ ? static_cast<Device*>(perturbing_.get()) : base_; }
   SimDevice* sim() { return sim_; }  // null on hw
   const PerturbingDevice* perturbing() const { return perturbing_.get(); }
   std::optional<uint64_t> perturb_seed() const { return perturb_seed_; }
@@ -44,7 +47,9 @@ class RunDevice {
   absl::StatusOr<ReplayReport> Replay(const Scenario& scenario, ReplayOptions options);
 
  private:
-  std::unique_ptr<Device> base_;
+  std::unique_ptr<Device> owned_;
+  std::unique_ptr<RankProcessDevice> rank_process_;
+  Device* base_ = nullptr;  // owned_ or rank_process_'s
   SimDevice* sim_ = nullptr;
   std::unique_ptr<PerturbingDevice> perturbing_;
   std::optional<uint64_t> perturb_seed_, scheduling_seed_;

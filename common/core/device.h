@@ -46,10 +46,12 @@ struct Operand {
   Codec codec = Codec::kPlain;
 };
 
-// An inter-process handle (memory or event), as CUDA's cudaIpcMemHandle_t: 64 opaque bytes that
-// one rank exports and passes to its peers through any channel.
+// An inter-process handle (memory or event), as CUDA's cudaIpcMemHandle_t: opaque bytes that one
+// rank exports and passes to its peers through any channel. 128 of them: a CUDA handle (64) and
+// where the allocation lies in the memory the CUDA handle exports (an allocator's segment).
+inline constexpr size_t kIpcHandleBytes = 128;
 struct IpcHandle {
-  std::array<uint8_t, 64> bytes{};
+  std::array<uint8_t, kIpcHandleBytes> bytes{};
   bool operator==(const IpcHandle&) const = default;
 };
 

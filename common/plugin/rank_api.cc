@@ -9,6 +9,10 @@
 #include "common/plugin/abi_convert.h"
 
 namespace dmalab {
+
+static_assert(DMALAB_IPC_HANDLE_BYTES == kIpcHandleBytes,
+              "the ABI's IPC handles carry a device's IpcHandle unchanged");
+
 namespace {
 
 RankApi* Self(void* ctx) { return static_cast<RankApi*>(ctx); }

@@ -316,8 +316,13 @@ absl::Status SpmdCollective::Close() {
   absl::Status s = absl::OkStatus();
   if (!bootstrap_.broken()) {
     // A rank whose create failed has no state to destroy.
+    // destroy frees the state whatever it returns: forget it before the codes are read, so a
+    // failure's message comes from the rank's own log, not from the freed state's last_error.
     s = OnEveryRank("destroy", [&](int r) {
-      return states_[r] == nullptr ? DMALAB_OK : plugin_->destroy(states_[r]);
+      if (states_[r] == nullptr) return int32_t{DMALAB_OK};
+      const int32_t code = plugin_->destroy(states_[r]);
+      states_[r] = nullptr;
+      return code;
     });
   }
   for (size_t r = 0; r < ranks_.size(); ++r) {

@@ -411,6 +411,15 @@ int64_t LockstepDevice::LiveAllocations(int rank) const {
   return rank == me_ ? local_->LiveAllocations(local_rank_) : -1;
 }
 
+std::optional<StreamId> LockstepDevice::LocalStream(StreamId stream) const {
+  if (stream.value() < 0 || stream.value() >= static_cast<int32_t>(streams_.size())) {
+    return std::nullopt;
+  }
+  const StreamInfo& s = streams_[stream.value()];
+  if (s.rank != me_) return std::nullopt;
+  return s.local;
+}
+
 int LockstepDevice::open_mappings() const {
   int n = 0;
   for (const auto& [key, a] : allocations_) n += a.mapping.has_value() ? 1 : 0;

@@ -125,6 +125,10 @@ class LockstepDevice : public Device {
   // Mappings this instance holds open to peers' allocations (for tests and leak reports).
   int open_mappings() const;
 
+  // The local device's stream behind `stream` when it is this instance's rank's; nullopt for
+  // another rank's stream (or no stream).
+  std::optional<StreamId> LocalStream(StreamId stream) const;
+
  private:
   struct Allocation {
     int rank = 0;

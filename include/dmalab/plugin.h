@@ -227,8 +227,9 @@ typedef struct dmalab_event {
 } dmalab_event;
 
 /* IPC handles: opaque blobs, as cudaIpcMemHandle_t and cudaIpcEventHandle_t; pass them to peers
- * unchanged (through the bootstrap). */
-#define DMALAB_IPC_HANDLE_BYTES 64
+ * unchanged (through the bootstrap). 128 bytes: on GPUs a CUDA handle (64 bytes) and where the
+ * allocation lies in the memory that handle exports. */
+#define DMALAB_IPC_HANDLE_BYTES 128
 typedef struct dmalab_ipc_mem_handle {
   uint8_t bytes[DMALAB_IPC_HANDLE_BYTES];
 } dmalab_ipc_mem_handle;

@@ -54,6 +54,27 @@ TEST(CachingAllocatorTest, RoundsTo512BytesWithinOneSmallSegment) {
   EXPECT_EQ(fake.live().begin()->second, CachingAllocator::kSmallSegmentBytes);
 }
 
+// What an IPC export needs: the segment (a cudaMalloc allocation) that holds a block.
+TEST(CachingAllocatorTest, SegmentOfNamesTheSegmentThatHoldsABlock) {
+  FakeSegments fake;
+  CachingAllocator alloc("rank 0", fake.Alloc(), fake.Free());
+  const uint64_t a = *alloc.Allocate(1);
+  const uint64_t b = *alloc.Allocate(600);
+  const uint64_t big = *alloc.Allocate(30 * kMiB);
+  ASSERT_EQ(fake.live().size(), 2u);
+  const auto small = alloc.SegmentOf(b);
+  ASSERT_TRUE(small.has_value());
+  EXPECT_EQ(small->first, a);  // the first block starts its segment
+  EXPECT_EQ(small->second, CachingAllocator::kSmallSegmentBytes);
+  EXPECT_EQ(alloc.SegmentOf(b + 100), small);  // an address inside a block
+  const auto large = alloc.SegmentOf(big);
+  ASSERT_TRUE(large.has_value());
+  EXPECT_EQ(large->first, big);
+  EXPECT_EQ(large->second, 30 * kMiB);  // from 10 MiB on: rounded up to 2 MiB
+  EXPECT_FALSE(alloc.SegmentOf(a - 1).has_value());
+  EXPECT_FALSE(alloc.SegmentOf(a + CachingAllocator::kSmallSegmentBytes).has_value());
+}
+
 TEST(CachingAllocatorTest, FreedBlockIsReusedBySameSizedRequest) {
   FakeSegments fake;
   CachingAllocator alloc("rank 0", fake.Alloc(), fake.Free());

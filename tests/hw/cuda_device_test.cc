@@ -172,5 +172,46 @@ TEST(CudaDeviceTest, ReduceWithBlockCodecNeedsBF16) {
   EXPECT_NE(s.message().find("block codecs need bf16"), std::string::npos) << s;
 }
 
+
+// IPC within one process: the handle of rank 1's allocation opens on rank 0 as a mapping of the
+// same bytes; a copy through it reads them; a closed mapping is refused as a use after close.
+TEST(CudaDeviceTest, AnIpcMappingReachesThePeersBytesUntilItIsClosed) {
+  DMALAB_CUDA_DEVICE_OR_SKIP(device, 2, 1);
+  ASSERT_TRUE(device->SupportsIpc());
+  const MemRef peer = *device->Allocate(1, 4096, "peer");
+  const MemRef mine = *device->Allocate(0, 4096, "mine");
+  std::vector<uint32_t> values(1024);
+  std::iota(values.begin(), values.end(), 7u);
+  ASSERT_TRUE(WriteVector(*device, peer, values).ok());
+  const IpcHandle h = *device->ExportMemory(peer);
+  absl::StatusOr<MemRef> mapping = device->OpenMemory(0, h);
+  ASSERT_TRUE(mapping.ok()) << mapping.status();
+  EXPECT_EQ(mapping->rank, 0);
+  EXPECT_EQ(mapping->bytes, 4096u);
+  EXPECT_NE(mapping->via_mapping, 0u);
+  EXPECT_EQ(device->open_mappings(), 1);
+  const StreamId s = device->ComputeStream(0);
+  ASSERT_TRUE(device->Copy(s, mine, *mapping, "pull").ok());
+  EXPECT_EQ(*ReadVector<uint32_t>(*device, mine), values);
+  // A view inside the mapping is fine; one past its end is not.
+  EXPECT_TRUE(device->Copy(s, mine.Slice(0, 8), mapping->Slice(8, 8), "inside").ok());
+  MemRef past = mapping->Slice(4088, 8);
+  past.bytes = 16;
+  EXPECT_TRUE(absl::IsInvalidArgument(device->Copy(s, mine.Slice(0, 16), past, "past")));
+  ASSERT_TRUE(device->CloseMemory(*mapping).ok());
+  EXPECT_EQ(device->open_mappings(), 0);
+  const absl::Status after = device->Copy(s, mine, *mapping, "after close");
+  EXPECT_TRUE(absl::IsDataLoss(after)) << after;
+  EXPECT_NE(after.message().find("use after close"), std::string::npos) << after;
+  const absl::Status twice = device->CloseMemory(*mapping);
+  EXPECT_TRUE(absl::IsInvalidArgument(twice)) << twice;
+  EXPECT_NE(twice.message().find("closed already"), std::string::npos) << twice;
+  IpcHandle garbage;
+  EXPECT_TRUE(absl::IsInvalidArgument(device->OpenMemory(0, garbage).status()));
+  // Only an allocation's start exports.
+  EXPECT_TRUE(absl::IsInvalidArgument(device->ExportMemory(peer.Slice(512, 512)).status()));
+  ASSERT_TRUE(device->Synchronize().ok());
+}
+
 }  // namespace
 }  // namespace dmalab

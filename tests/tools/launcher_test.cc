@@ -87,6 +87,31 @@ TEST(LauncherTest, RankExitingNonZeroEndsTheOthers) {
   ExpectEndedByLauncher(r.ranks[2], SIGTERM);
 }
 
+// A verdict (dmalab's exit 1: a check failed) is a finished rank, not a failure, when the launch
+// says so: the other ranks are left to finish.
+TEST(LauncherTest, AFinishedStatusIsAVerdictNotAFailure) {
+  LaunchOptions o;
+  o.argv = {RANK_PROGRAM, "verdict", "0", "1"};
+  o.world = 3;
+  o.timeout = absl::Seconds(20);
+  o.finished_status = 1;
+  absl::StatusOr<LaunchResult> r = LaunchRanks(o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->ok()) << r->failure;
+  ASSERT_EQ(r->ranks.size(), 3u);
+  EXPECT_EQ(r->ranks[0].exit_status, 1);
+  for (int rank = 1; rank < 3; ++rank) {
+    EXPECT_EQ(r->ranks[rank].how, RankEnd::How::kExited);
+    EXPECT_EQ(r->ranks[rank].exit_status, 0);
+    EXPECT_FALSE(r->ranks[rank].killed_by_launcher);
+  }
+  // A status past it still fails the launch.
+  o.argv = {RANK_PROGRAM, "verdict", "2", "2"};
+  r = LaunchRanks(o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->failure, "rank 2 exited with status 2");
+}
+
 TEST(LauncherTest, RankKilledBySignalIsNamed) {
   const LaunchResult r = Launch(3, {"segv", "2"});
   EXPECT_EQ(r.failure, "rank 2 was killed by signal 11 (SIGSEGV)");

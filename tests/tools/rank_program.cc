@@ -3,6 +3,7 @@
 //   ok                 exit 0
 //   env DIR            write "rank world local_rank bootstrap" to DIR/rank<r>.txt, exit 0
 //   exit R CODE        rank R exits with CODE; the others wait to be ended
+//   verdict R CODE     rank R exits with CODE at once; the others exit 0 a little later
 //   segv R             rank R dies of SIGSEGV; the others wait to be ended
 //   hang R             rank R never ends (until killed); the others exit 0
 //   hang-hard R        as hang, but rank R ignores SIGTERM
@@ -90,6 +91,11 @@ int main(int argc, char** argv) {
   if (mode == "exit" && argc > 3) {
     if (me) return std::atoi(argv[3]);
     WaitToBeEnded();
+    return 0;
+  }
+  if (mode == "verdict" && argc > 3) {
+    if (me) return std::atoi(argv[3]);
+    ::usleep(300 * 1000);  // the others finish later
     return 0;
   }
   if (mode == "segv") {
