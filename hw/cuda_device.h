@@ -246,7 +246,7 @@ class CudaDevice : public Device {
   cudaEvent_t fork_event_ = nullptr;  // on rank 0's GPU
   uint64_t next_alloc_id_ = 1;
   bool capturing_ = false;
-  std::vector<std::unique_ptr<CudaGraph>> graphs_;  // owned by CaptureGraph's ids
+  std::vector<std::unique_ptr<CudaGraph>> graphs_;                    // owned by CaptureGraph's ids
   std::map<std::array<uint8_t, 64>, MappedSegment> mapped_segments_;  // by CUDA handle
   std::map<uint64_t, Mapping> mappings_;  // by number (MemRef::via_mapping), closed ones kept
 };

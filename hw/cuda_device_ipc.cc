@@ -92,9 +92,9 @@ absl::StatusOr<MemRef> CudaDevice::OpenMemory(int rank, const IpcHandle& handle)
       cudaIpcMemHandle_t cuda;
       std::memcpy(&cuda, key.data(), sizeof(cuda));
       void* base = nullptr;
-      DMALAB_CUDA_RETURN_IF_ERROR(
-          cudaIpcOpenMemHandle(&base, cuda, cudaIpcMemLazyEnablePeerAccess),
-          "ipc open on rank %d (a peer's allocation of %d bytes)", rank, bytes);
+      DMALAB_CUDA_RETURN_IF_ERROR(cudaIpcOpenMemHandle(&base, cuda, cudaIpcMemLazyEnablePeerAccess),
+                                  "ipc open on rank %d (a peer's allocation of %d bytes)", rank,
+                                  bytes);
       m.base = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(base));
     }
     seg = mapped_segments_.emplace(key, m).first;
@@ -108,15 +108,15 @@ absl::StatusOr<MemRef> CudaDevice::OpenMemory(int rank, const IpcHandle& handle)
 absl::Status CudaDevice::CloseMemory(const MemRef& mapping) {
   auto it = mappings_.find(mapping.via_mapping);
   if (mapping.via_mapping == 0 || it == mappings_.end() || it->second.addr != mapping.addr) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "ipc close: 0x%x on rank %d is not a mapping OpenMemory returned", mapping.addr,
-        mapping.rank));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("ipc close: 0x%x on rank %d is not a mapping OpenMemory returned",
+                        mapping.addr, mapping.rank));
   }
   Mapping& m = it->second;
   if (!m.open) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "ipc close: mapping %d (0x%x on rank %d) was closed already", mapping.via_mapping, m.addr,
-        m.rank));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("ipc close: mapping %d (0x%x on rank %d) was closed already",
+                        mapping.via_mapping, m.addr, m.rank));
   }
   m.open = false;
   auto seg = mapped_segments_.find(m.segment);
@@ -125,8 +125,8 @@ absl::Status CudaDevice::CloseMemory(const MemRef& mapping) {
     if (seg->second.foreign) {
       status = UseGpu(seg->second.gpu);
       if (status.ok()) {
-        const cudaError_t e =
-            cudaIpcCloseMemHandle(reinterpret_cast<void*>(static_cast<uintptr_t>(seg->second.base)));
+        const cudaError_t e = cudaIpcCloseMemHandle(
+            reinterpret_cast<void*>(static_cast<uintptr_t>(seg->second.base)));
         status = CudaStatus(e, "cudaIpcCloseMemHandle", "ipc close of a peer's segment");
       }
     }

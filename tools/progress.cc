@@ -11,9 +11,7 @@
 namespace dmalab {
 
 // Rank processes other than rank 0 draw none: one progress line per run.
-bool ProgressWanted(bool quiet) {
-  return !quiet && IsLeadProcess() && isatty(fileno(stderr)) != 0;
-}
+bool ProgressWanted(bool quiet) { return !quiet && IsLeadProcess() && isatty(fileno(stderr)) != 0; }
 
 Progress::Progress(std::string what, std::string unit, bool enabled)
     : what_(std::move(what)),

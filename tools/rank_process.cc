@@ -45,9 +45,9 @@ absl::StatusOr<Connection*> Connect() {
   o.address = env->bootstrap;
   absl::StatusOr<std::unique_ptr<SocketBootstrap>> b = SocketBootstrap::Connect(o);
   if (!b.ok()) {
-    failed = absl::Status(b.status().code(), absl::StrFormat("rank %d of %d: bootstrap: %s",
-                                                             env->rank, env->world,
-                                                             b.status().message()));
+    failed =
+        absl::Status(b.status().code(), absl::StrFormat("rank %d of %d: bootstrap: %s", env->rank,
+                                                        env->world, b.status().message()));
     return failed;
   }
   connection = new Connection{*env, *std::move(b)};  // lives as long as the process
@@ -74,8 +74,8 @@ class RankProcessDeviceImpl : public RankProcessDevice {
               return c->bootstrap->AllGather(c->env.rank, send, recv);
             },
             [c]() { return c->bootstrap->Barrier(c->env.rank); }),
-        lockstep_(local_.get(), 0, &exchange_,
-                  absl::StrFormat("cuda:%d-processes", c->env.world)) {}
+        lockstep_(local_.get(), 0, &exchange_, absl::StrFormat("cuda:%d-processes", c->env.world)) {
+  }
 
   Device* get() override { return &lockstep_; }
   int rank() const override { return connection_->env.rank; }
@@ -145,8 +145,8 @@ absl::StatusOr<std::unique_ptr<RankProcessDevice>> RankProcessDevice::Create(
   hw.first_gpu = env.local_rank;
   absl::StatusOr<std::unique_ptr<Device>> local = CreateHwDevice(1, 1, hw);
   if (!local.ok()) {
-    return absl::Status(local.status().code(), absl::StrFormat("rank %d: %s", env.rank,
-                                                               local.status().message()));
+    return absl::Status(local.status().code(),
+                        absl::StrFormat("rank %d: %s", env.rank, local.status().message()));
   }
   return std::make_unique<RankProcessDeviceImpl>(*c, *std::move(local));
 }

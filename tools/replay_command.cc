@@ -373,7 +373,8 @@ int RunReplayCommand(const ReplayCommand& c) {
     }
     e.EndObject();
     json.insert(json.size() - 1, ",\"expectation\":" + e.str());
-    if (absl::Status s = IsLeadProcess() ? WriteTextFile(c.run.json, json + "\n") : absl::OkStatus();
+    if (absl::Status s =
+            IsLeadProcess() ? WriteTextFile(c.run.json, json + "\n") : absl::OkStatus();
         !s.ok()) {
       return BadInput(absl::StrFormat("--json: %s", s.message()));
     }

@@ -172,7 +172,6 @@ TEST(CudaDeviceTest, ReduceWithBlockCodecNeedsBF16) {
   EXPECT_NE(s.message().find("block codecs need bf16"), std::string::npos) << s;
 }
 
-
 // IPC within one process: the handle of rank 1's allocation opens on rank 0 as a mapping of the
 // same bytes; a copy through it reads them; a closed mapping is refused as a use after close.
 TEST(CudaDeviceTest, AnIpcMappingReachesThePeersBytesUntilItIsClosed) {

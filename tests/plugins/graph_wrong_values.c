@@ -6,8 +6,8 @@
 #include "common.h"
 
 typedef struct state {
-  ex_state ex;                    /* first */
-  dmalab_mem nans[EX_MAX_RANKS];  /* GRAPH_NAN: max_bytes of bf16 NaN per rank */
+  ex_state ex;                   /* first */
+  dmalab_mem nans[EX_MAX_RANKS]; /* GRAPH_NAN: max_bytes of bf16 NaN per rank */
 } state;
 
 static int32_t create(const dmalab_device_api* api, const dmalab_collective_config* config,
@@ -80,8 +80,8 @@ static int32_t all_reduce_into(void* p, const dmalab_tensor* inputs, const dmala
 static int32_t all_reduce(void* p, const dmalab_tensor* inputs, dmalab_mem* results) {
   state* st = (state*)p;
   for (int32_t r = 0; r < st->ex.world; ++r) {
-    EX_CHECK(&st->ex, st->ex.api->allocate(st->ex.api->ctx, r, inputs[r].mem.bytes, "result",
-                                           &results[r]));
+    EX_CHECK(&st->ex,
+             st->ex.api->allocate(st->ex.api->ctx, r, inputs[r].mem.bytes, "result", &results[r]));
   }
   return ex_all_reduce(&st->ex, inputs, results);
 }
