@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "common/core/byte_size.h"
 #include "common/core/json_writer.h"
+#include "tools/rank_process.h"
 #include "common/core/result_checks.h"
 #include "common/plugin/open_collective.h"
 #include "common/ring/dma_all_reduce.h"
@@ -78,7 +79,21 @@ int RunDemoCommand(const DemoCommand& c) {
   choice.backend = c.backend;
   choice.gpus = c.gpus;
   choice.perturb_seed = c.perturb;
+  choice.procs = c.procs;
   if (absl::Status s = CheckDeviceChoice(choice); !s.ok()) return fail(s);
+  if (c.procs > 0) {
+    if (c.procs != world) {
+      return fail(absl::InvalidArgumentError(absl::StrFormat(
+          "--procs is %d and --ranks %d; --procs starts one process per rank", c.procs, world)));
+    }
+    if (!ring) {
+      return fail(absl::InvalidArgumentError(absl::StrFormat(
+          "--procs runs the built-in ring (--collective=ring); a plugin's instances run in one "
+          "process ('%s')",
+          c.run.collective)));
+    }
+    if (!InRankProcess()) return LaunchRankProcesses("demo", c.procs);
+  }
   DmaAllReduceOptions opts;
   opts.max_bytes = c.max_bytes;
   opts.pieces = c.pieces;
@@ -257,7 +272,7 @@ int RunDemoCommand(const DemoCommand& c) {
     std::fputs(sim->findings().ToString().c_str(), stdout);
   }
   std::printf("status=%s\n", failed ? "FAIL" : "PASS");
-  if (!c.run.json.empty()) {
+  if (!c.run.json.empty() && IsLeadProcess()) {
     if (absl::Status s = WriteTextFile(c.run.json, json.str() + "\n"); !s.ok()) {
       return fail(absl::InvalidArgumentError(absl::StrCat("--json: ", s.message())));
     }

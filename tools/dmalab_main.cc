@@ -232,6 +232,7 @@ int Demo(int argc, const char* const* argv) {
             "Runs the all-reduce on the simulator or the GPUs over sizes b, b*f, ... up to e with "
             "integer inputs, and counts every element that differs from the exact sum.");
   AddBackend(f, &c.backend, &c.gpus);
+  AddProcs(f, &c.procs);
   AddPerturb(f, &c.perturb);
   AddRanks(f, &c.ranks);
   AddDType(f, &c.dtype);
@@ -244,7 +245,14 @@ int Demo(int argc, const char* const* argv) {
   AddInject(f, &c.inject);
   AddRunFlags(f, c.run);
   if (int rc = f.Parse(argc, argv); rc >= 0) return rc;
-  if (int rc = f.OnlyWith("--backend=hw", c.backend == "hw", {"--gpus", "--perturb"}); rc >= 0) {
+  if (int rc = f.OnlyWith("--backend=hw", c.backend == "hw", {"--gpus", "--perturb", "--procs"});
+      rc >= 0) {
+    return rc;
+  }
+  if (int rc = f.NotBoth("--procs", "--gpus",
+                         "with --procs each rank process drives one GPU: its local rank modulo "
+                         "the GPUs it sees");
+      rc >= 0) {
     return rc;
   }
   if (int rc = f.OnlyWith("--backend=sim", c.backend == "sim", {"--seed"}); rc >= 0) return rc;
@@ -262,6 +270,7 @@ int Sweep(int argc, const char* const* argv) {
   f.Text("--topology", &c.topology, "sim (required): topology YAML the timing model uses");
   AddRanks(f, &c.ranks);
   f.Integer("--gpus", &c.gpus, 1, kMaxWorld, "hw: GPUs the ranks spread over");
+  AddProcs(f, &c.procs);
   constexpr uint64_t kMaxSweepBytes = 64ull << 30;
   f.Size("-b,--minbytes", &c.b, 1, kMaxSweepBytes, "smallest size per rank (K, M, G)");
   f.Size("-e,--maxbytes", &c.e, 1, kMaxSweepBytes, "largest size per rank");
@@ -281,7 +290,15 @@ int Sweep(int argc, const char* const* argv) {
          "also write the results as nccl-tests JSON to this path (as all_reduce_perf -J)");
   AddRunFlags(f, c.run);
   if (int rc = f.Parse(argc, argv); rc >= 0) return rc;
-  if (int rc = f.OnlyWith("--backend=hw", c.backend == "hw", {"--gpus"}); rc >= 0) return rc;
+  if (int rc = f.OnlyWith("--backend=hw", c.backend == "hw", {"--gpus", "--procs"}); rc >= 0) {
+    return rc;
+  }
+  if (int rc = f.NotBoth("--procs", "--gpus",
+                         "with --procs each rank process drives one GPU: its local rank modulo "
+                         "the GPUs it sees");
+      rc >= 0) {
+    return rc;
+  }
   if (int rc =
           f.OnlyWith("--backend=sim", c.backend == "sim", {"--topology", "--seed", "--fidelity"});
       rc >= 0) {

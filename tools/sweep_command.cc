@@ -15,6 +15,7 @@
 #include "common/ring/ring_planner.h"
 #include "common/scenario/replay.h"
 #include "measure/hw_backend.h"
+#include "tools/rank_process.h"
 #include "measure/sweep.h"
 #include "measure/sweep_report.h"
 #include "sim/sim_device.h"
@@ -109,6 +110,23 @@ int RunSweepCommand(const SweepCommand& c, const SweepNcclJsonOption& nccl) {
     return Fail(absl::InvalidArgumentError(
         absl::StrFormat("--ranks is %d; must be in [%d, %d]", c.ranks, kMinWorld, kMaxWorld)));
   }
+  if (c.procs > 0) {
+    if (c.backend != "hw") {
+      return Fail(absl::InvalidArgumentError(
+          absl::StrFormat("--procs=%d needs --backend=hw: it runs one process per GPU rank",
+                          c.procs)));
+    }
+    if (c.procs != c.ranks) {
+      return Fail(absl::InvalidArgumentError(absl::StrFormat(
+          "--procs is %d and --ranks %d; --procs starts one process per rank", c.procs, c.ranks)));
+    }
+    if (c.graph != 0) {
+      return Fail(absl::InvalidArgumentError(
+          "--procs with -G 1: graphs are captured in one process; each rank process captures "
+          "only its own work (drop -G or --procs)"));
+    }
+    if (!InRankProcess()) return LaunchRankProcesses("sweep", c.procs);
+  }
   SweepContext context;
   context.backend = c.backend;
   context.ranks = c.ranks;
@@ -116,6 +134,7 @@ int RunSweepCommand(const SweepCommand& c, const SweepNcclJsonOption& nccl) {
   context.options = *options;
   Topology topology;  // declared first: outlives the SimDevice that times on it
   std::unique_ptr<Device> device;
+  std::unique_ptr<RankProcessDevice> rank_process;  // --procs: `device` is not owned here
   DeviceClock clock;
   SimDevice* sim = nullptr;
   absl::StatusOr<Fidelity> fidelity = ParseFidelity(c.fidelity);
@@ -152,6 +171,13 @@ int RunSweepCommand(const SweepCommand& c, const SweepNcclJsonOption& nccl) {
     clock = [sim] { return sim->now_us(); };
     device = std::move(owned);
     context.topology = c.topology;
+  } else if (c.backend == "hw" && c.procs > 0) {
+    RankProcessDevice::Options o;
+    o.world = c.ranks;
+    absl::StatusOr<std::unique_ptr<RankProcessDevice>> rank = RankProcessDevice::Create(o);
+    if (!rank.ok()) return Fail(rank.status());
+    rank_process = *std::move(rank);
+    clock = WallClock();  // rank 0's, across the barrier of every Synchronize
   } else if (c.backend == "hw") {
     absl::StatusOr<std::unique_ptr<Device>> hw = CreateHwDevice(c.ranks, c.gpus);
     if (!hw.ok()) return Fail(hw.status());
@@ -161,7 +187,8 @@ int RunSweepCommand(const SweepCommand& c, const SweepNcclJsonOption& nccl) {
     return Fail(absl::InvalidArgumentError(
         absl::StrFormat("--backend is '%s'; allowed sim, hw", c.backend)));
   }
-  context.device = device->name();
+  Device* dev = rank_process != nullptr ? rank_process->get() : device.get();
+  context.device = dev->name();
   context.gpus = c.backend == "sim" ? topology.gpus : c.gpus;
   context.args = nccl.args;
   context.start_time = LocalTime();
@@ -179,7 +206,7 @@ int RunSweepCommand(const SweepCommand& c, const SweepNcclJsonOption& nccl) {
     std::fputs(SweepTableRow(row).c_str(), stdout);
     std::fflush(stdout);
   };
-  absl::StatusOr<std::vector<SweepRow>> rows = RunSweep(*device, clock, *options, observer);
+  absl::StatusOr<std::vector<SweepRow>> rows = RunSweep(*dev, clock, *options, observer);
   progress.Clear();
   if (!rows.ok() && IsCollectiveFailure(rows.status()) &&
       !IsCollectiveCallBadInput(rows.status(), options->collective)) {
@@ -226,7 +253,7 @@ int RunSweepCommand(const SweepCommand& c, const SweepNcclJsonOption& nccl) {
   for (const OutputFile& out :
        {OutputFile{"--csv", c.csv, SweepCsv}, OutputFile{"--json", c.run.json, SweepJson},
         OutputFile{"-J", nccl.path, SweepNcclJson}}) {
-    if (out.path.empty()) continue;
+    if (out.path.empty() || !IsLeadProcess()) continue;
     if (absl::Status s = WriteTextFile(out.path, out.format(context, *rows)); !s.ok()) {
       return Fail(absl::Status(s.code(), absl::StrCat(out.flag, ": ", s.message())));
     }
