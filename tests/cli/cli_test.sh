@@ -63,6 +63,27 @@ expect_exit 2 "--perturb means nothing without --backend=hw" -- zoo --perturb=3
 expect_exit 2 "--perturb means nothing without --backend=hw" -- demo --perturb=3
 expect_exit 2 "--perturb: value 'x' is not an integer; allowed: 0 to 18446744073709551615" -- replay "$scenario" --backend=hw --perturb=x
 expect_exit 2 "--fidelity means nothing without --backend=sim" -- zoo --backend=hw --fidelity=shadow
+# --procs: one process per rank, on GPUs only, one per rank, the ring only.
+for cmd in "replay $scenario" demo sweep; do
+  # shellcheck disable=SC2086
+  expect_exit 2 "--procs means nothing without --backend=hw" -- $cmd --procs=2
+done
+expect_exit 2 "--procs and --gpus cannot be given together" -- replay "$scenario" --backend=hw --procs=2 --gpus=1
+expect_exit 2 "--procs and --gpus cannot be given together" -- demo --backend=hw --procs=2 --gpus=1
+expect_exit 2 "--procs: value '17' is out of range" -- replay "$scenario" --backend=hw --procs=17
+expect_exit 2 "--procs is 3, but scenario 'live_at_end' has world 2; --procs starts one process per rank" -- replay "$scenario" --backend=hw --procs=3
+expect_exit 2 "--procs is 2 and --ranks 4; --procs starts one process per rank" -- sweep --backend=hw --procs=2
+expect_exit 2 "--procs is 2 and --ranks 4; --procs starts one process per rank" -- demo --backend=hw --procs=2
+expect_exit 2 "--procs with -G 1: graphs are captured in one process" -- sweep --backend=hw --procs=4 -G 1
+expect_exit 2 "--procs runs the built-in ring (--collective=ring)" -- demo --backend=hw --procs=4 --collective=/nonexistent/x.so
+if ! command -v nvidia-smi > /dev/null; then
+  # Without a GPU every rank process says so, naming itself, and the launch names the rank that
+  # ended first; nothing is left running.
+  expect_exit 2 "--procs=2: rank" -- replay "$scenario" --backend=hw --procs=2
+  grep -qF "dmalab replay: rank 0: no CUDA device" "$tmp/err.txt" || fail "replay --procs: $(cat "$tmp/err.txt")"
+  grep -qF "dmalab replay: rank 1: no CUDA device" "$tmp/err.txt" || fail "replay --procs: $(cat "$tmp/err.txt")"
+  [[ ! -s "$tmp/out.txt" ]] || fail "replay --procs printed a report: $(cat "$tmp/out.txt")"
+fi
 # -G works on the simulator too (simulator graphs); -J writes nccl-tests' JSON with the command.
 "$dmalab" sweep --backend=sim --topology=scenarios/topologies/h200_virtual_ranks.yaml --ranks=4 \
   -b 64K -e 128K -n 1 -w 1 -G 1 -J "$tmp/nccl.json" -q > "$tmp/graph_sweep.txt" 2>&1 ||
