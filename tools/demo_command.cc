@@ -9,7 +9,6 @@
 #include "absl/strings/str_format.h"
 #include "common/core/byte_size.h"
 #include "common/core/json_writer.h"
-#include "tools/rank_process.h"
 #include "common/core/result_checks.h"
 #include "common/plugin/open_collective.h"
 #include "common/ring/dma_all_reduce.h"
@@ -19,6 +18,7 @@
 #include "sim/sim_device.h"
 #include "tools/host_memory.h"
 #include "tools/progress.h"
+#include "tools/rank_process.h"
 #include "tools/run_device.h"
 
 namespace dmalab {

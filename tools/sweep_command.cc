@@ -15,13 +15,13 @@
 #include "common/ring/ring_planner.h"
 #include "common/scenario/replay.h"
 #include "measure/hw_backend.h"
-#include "tools/rank_process.h"
 #include "measure/sweep.h"
 #include "measure/sweep_report.h"
 #include "sim/sim_device.h"
 #include "sim/topology.h"
 #include "tools/host_memory.h"
 #include "tools/progress.h"
+#include "tools/rank_process.h"
 
 namespace dmalab {
 namespace {
@@ -112,9 +112,8 @@ int RunSweepCommand(const SweepCommand& c, const SweepNcclJsonOption& nccl) {
   }
   if (c.procs > 0) {
     if (c.backend != "hw") {
-      return Fail(absl::InvalidArgumentError(
-          absl::StrFormat("--procs=%d needs --backend=hw: it runs one process per GPU rank",
-                          c.procs)));
+      return Fail(absl::InvalidArgumentError(absl::StrFormat(
+          "--procs=%d needs --backend=hw: it runs one process per GPU rank", c.procs)));
     }
     if (c.procs != c.ranks) {
       return Fail(absl::InvalidArgumentError(absl::StrFormat(
