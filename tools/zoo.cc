@@ -167,7 +167,8 @@ uint64_t SeedOf(const ZooOptions& o, int run) {
 }
 
 // Run `run` of `scenario` with `collective` and `faults` on the zoo's device: in this process
-// for the ring, in a worker process for a plugin (its crash or hang is a finding). `limit`: the
+// for the ring on the simulator, in a worker process for a plugin (its crash or hang is a
+// finding) and for every run on GPUs. `limit`: the
 // simulator's memory limit, read once before any run, so that no run's verdict depends on what
 // else runs at once.
 absl::StatusOr<RunFindings> RunScenario(const ZooOptions& o, const MemoryLimit& limit,
@@ -191,8 +192,11 @@ absl::StatusOr<RunFindings> RunScenario(const ZooOptions& o, const MemoryLimit& 
     }
     return device->Replay(scenario, options);
   };
-  absl::StatusOr<ReplayReport> r =
-      IsPluginPath(collective) ? ReplayInWorker(replay, scenario, o.hang_seconds) : replay(nullptr);
+  // On GPUs every run is made in a worker: a CUDA context does not survive a fork, so a process
+  // that ran the ring on the GPU could not start a plugin's worker afterwards.
+  absl::StatusOr<ReplayReport> r = IsPluginPath(collective) || o.backend == "hw"
+                                       ? ReplayInWorker(replay, scenario, o.hang_seconds)
+                                       : replay(nullptr);
   if (!r.ok()) return r.status();
   RunFindings found;
   for (const ReplayFinding& f : r->findings) found.checkers.insert(CheckerOf(f));
