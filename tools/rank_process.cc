@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <utility>
@@ -11,6 +10,7 @@
 
 #include "absl/strings/str_format.h"
 #include "common/plugin/socket_bootstrap.h"
+#include "common/spmd/bootstrap_exchange.h"
 #include "common/spmd/lockstep_device.h"
 #include "measure/hw_backend.h"
 #include "tools/launcher.h"
@@ -64,35 +64,12 @@ absl::StatusOr<Connection*> Connect() {
   return connection;
 }
 
-// The lockstep device's channel over the socket bootstrap: broadcasts go as the bootstrap's own
-// (root to each rank, not an all-gather of W copies), in pieces well within its message limit,
-// so that a host read of any size reaches every process.
-class BootstrapExchange : public LockstepExchange {
- public:
-  static constexpr size_t kPieceBytes = size_t{256} << 20;
-  explicit BootstrapExchange(Connection* c) : c_(c) {}
-  int rank() const override { return c_->env.rank; }
-  int world() const override { return c_->env.world; }
-  absl::Status Broadcast(int root, absl::Span<uint8_t> data) override {
-    if (data.empty()) return c_->bootstrap->Broadcast(root, data);
-    for (size_t at = 0; at < data.size(); at += kPieceBytes) {
-      const size_t n = std::min(kPieceBytes, data.size() - at);
-      if (absl::Status s = c_->bootstrap->Broadcast(root, data.subspan(at, n)); !s.ok()) return s;
-    }
-    return absl::OkStatus();
-  }
-  absl::Status Barrier() override { return c_->bootstrap->Barrier(c_->env.rank); }
-
- private:
-  Connection* c_;
-};
-
 class RankProcessDeviceImpl : public RankProcessDevice {
  public:
   RankProcessDeviceImpl(Connection* c, std::unique_ptr<Device> local)
       : connection_(c),
         local_(std::move(local)),
-        exchange_(c),
+        exchange_(c->bootstrap.get()),
         lockstep_(local_.get(), 0, &exchange_, absl::StrFormat("cuda:%d-processes", c->env.world)) {
   }
 
