@@ -26,6 +26,7 @@
 #include "tools/ordered_parallel.h"
 #include "tools/rank_process.h"
 #include "tools/replay_command.h"
+#include "tools/seed_split.h"
 #include "tools/sweep_command.h"
 #include "tools/zoo.h"
 
@@ -429,6 +430,10 @@ int Run(int argc, char** argv) {
                  first.c_str(), dmalab::CommandNames().c_str());
     return kExitUsage;
   }
+  if (absl::Status s = dmalab::StartSeedSplit(first); !s.ok()) {
+    std::fprintf(stderr, "dmalab %s: %s\n", first.c_str(), std::string(s.message()).c_str());
+    return kExitUsage;
+  }
   return c->run(argc - 1, argv + 1);
 }
 
@@ -437,7 +442,7 @@ int Run(int argc, char** argv) {
 int main(int argc, char** argv) {
   dmalab::CheckStdout();
   dmalab::SetProgramArguments(argc, argv);
-  const int rc = Run(argc, argv);
+  const int rc = dmalab::FinishSeedSplit(Run(argc, argv));
   const bool known = argc >= 2 && dmalab::FindCommand(argv[1]) != nullptr;
   return dmalab::FinishStdout(known ? absl::StrCat("dmalab ", argv[1]) : "dmalab", rc);
 }

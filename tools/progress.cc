@@ -7,11 +7,14 @@
 
 #include "absl/strings/str_format.h"
 #include "tools/rank_process.h"
+#include "tools/seed_split.h"
 
 namespace dmalab {
 
-// Rank processes other than rank 0 draw none: one progress line per run.
-bool ProgressWanted(bool quiet) { return !quiet && IsLeadProcess() && isatty(fileno(stderr)) != 0; }
+// Rank processes and MPI ranks other than rank 0 draw none: one progress line per run.
+bool ProgressWanted(bool quiet) {
+  return !quiet && IsLeadProcess() && CurrentSeedSplit().rank == 0 && isatty(fileno(stderr)) != 0;
+}
 
 Progress::Progress(std::string what, std::string unit, bool enabled)
     : what_(std::move(what)),

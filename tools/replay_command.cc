@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/core/json_writer.h"
 #include "common/core/version.h"
@@ -27,6 +29,7 @@
 #include "tools/progress.h"
 #include "tools/rank_process.h"
 #include "tools/run_device.h"
+#include "tools/seed_split.h"
 #include "tools/sim_replay.h"
 
 namespace dmalab {
@@ -114,9 +117,72 @@ int Jobs(const Scenario& scenario, const ReplayCommand& c, Fidelity fidelity, in
   return jobs;
 }
 
+// What a seed sweep takes of one run's report: all it prints and writes. It crosses processes
+// when the runs are split over MPI ranks (tools/seed_split.h).
+struct SeedOutcome {
+  absl::Status status;  // the run's error, if it had one
+  bool pass = true;
+  std::optional<uint64_t> perturb_seed;
+  int64_t findings_total = 0;
+  int64_t distinct = 0;
+  std::string checker, step, detail;  // the first distinct finding
+  int step_index = 0;
+  int rank = 0;
+};
+
+SeedOutcome OutcomeOf(const absl::StatusOr<ReplayReport>& r) {
+  SeedOutcome o;
+  if (!r.ok()) {
+    o.status = r.status();
+    return o;
+  }
+  o.pass = r->pass();
+  o.perturb_seed = r->perturb_seed;
+  o.findings_total = r->findings_total;
+  o.distinct = static_cast<int64_t>(r->groups.size());
+  if (!r->groups.empty()) {
+    const ReplayFinding& f = r->groups.front().first;
+    o.checker = f.checker;
+    o.step = f.step;
+    o.detail = f.detail;
+    o.step_index = f.step_index;
+    o.rank = f.rank;
+  }
+  return o;
+}
+
+std::string Serialize(const SeedOutcome& o) {
+  return JoinFields({absl::StrCat(static_cast<int>(o.status.code())),
+                     std::string(o.status.message()), o.pass ? "1" : "0",
+                     o.perturb_seed ? absl::StrCat(*o.perturb_seed) : "",
+                     absl::StrCat(o.findings_total), absl::StrCat(o.distinct), o.checker, o.step,
+                     o.detail, absl::StrCat(o.step_index), absl::StrCat(o.rank)});
+}
+
+SeedOutcome ParseOutcome(const std::string& text) {
+  SeedOutcome o;
+  absl::StatusOr<std::vector<std::string>> f = SplitFields(text);
+  int code = 0;
+  uint64_t seed = 0;
+  if (!f.ok() || f->size() != 11 || !absl::SimpleAtoi((*f)[0], &code) ||
+      !absl::SimpleAtoi((*f)[4], &o.findings_total) || !absl::SimpleAtoi((*f)[5], &o.distinct) ||
+      !absl::SimpleAtoi((*f)[9], &o.step_index) || !absl::SimpleAtoi((*f)[10], &o.rank)) {
+    o.status = absl::DataLossError("a run's result came back garbled from its MPI rank");
+    return o;
+  }
+  o.status = absl::Status(static_cast<absl::StatusCode>(code), (*f)[1]);
+  o.pass = (*f)[2] == "1";
+  if (!(*f)[3].empty() && absl::SimpleAtoi((*f)[3], &seed)) o.perturb_seed = seed;
+  o.checker = (*f)[6];
+  o.step = (*f)[7];
+  o.detail = (*f)[8];
+  return o;
+}
+
 // --seeds=N: N replays (scheduling seeds 1..N on the simulator, perturbation seeds on GPUs), one
 // line per failing one, then a summary. Exit 1 if any failed. Simulator runs go --jobs at a
-// time; their reports are taken in seed order, so the output is the same.
+// time; their reports are taken in seed order, so the output is the same. Under mpirun the runs
+// are split over the ranks and rank 0 takes them all in seed order (tools/seed_split.h).
 int RunSeedSweep(const Scenario& scenario, const FaultSet& faults, const ReplayCommand& c,
                  Fidelity fidelity) {
   const auto start = std::chrono::steady_clock::now();
@@ -138,38 +204,49 @@ int RunSeedSweep(const Scenario& scenario, const FaultSet& faults, const ReplayC
   MemoryLimit limit;
   const int jobs = sim ? Jobs(scenario, c, fidelity, c.seeds, &limit) : 1;
   absl::Status error;
-  RunOrdered<absl::StatusOr<ReplayReport>>(
-      c.seeds, jobs, [](int64_t) { return 0; },
-      [&](int64_t i) {
-        const int run = static_cast<int>(i + 1);
-        return ReplayOnce(scenario, faults, c, fidelity, run, static_cast<uint64_t>(run), limit);
-      },
-      [&](int64_t i, absl::StatusOr<ReplayReport>& r) {
-        const int run = static_cast<int>(i + 1);
-        if (!r.ok()) {
-          error = r.status();
-          return Consumed::kStop;
-        }
-        const uint64_t seed =
-            sim ? run : (r->perturb_seed ? *r->perturb_seed : static_cast<uint64_t>(run));
-        progress.Update(run, c.seeds, absl::StrFormat("%zu failing", failing.size()));
-        if (r->pass()) return Consumed::kContinue;
-        failing.push_back(seed);
-        const ReplayFinding& f = r->groups.front().first;
-        const std::string where =
-            f.step_index > 0 ? absl::StrFormat("step %d %s", f.step_index, f.step) : f.step;
-        progress.Clear();
-        std::printf("%s=%llu FAIL findings=%lld (%zu distinct) first: %s at %s, rank %d: %s\n",
-                    seed_name, static_cast<unsigned long long>(seed),
-                    static_cast<long long>(r->findings_total), r->groups.size(), f.checker.c_str(),
-                    where.c_str(), f.rank, f.detail.substr(0, 200).c_str());
-        json.BeginObject().Key(seed_key).UInt(seed);
-        json.Key("findings_total").Int(r->findings_total);
-        json.Key("findings_distinct").Int(static_cast<int64_t>(r->groups.size()));
-        json.Key("first_checker").String(f.checker).Key("first_step").String(f.step);
-        json.Key("first_rank").Int(f.rank).Key("first_detail").String(f.detail).EndObject();
-        return Consumed::kContinue;
-      });
+  const auto run_one = [&](int64_t i) {
+    const int run = static_cast<int>(i + 1);
+    return OutcomeOf(
+        ReplayOnce(scenario, faults, c, fidelity, run, static_cast<uint64_t>(run), limit));
+  };
+  const auto take = [&](int64_t i, const SeedOutcome& r) {
+    const int run = static_cast<int>(i + 1);
+    if (!r.status.ok()) {
+      error = r.status;
+      return Consumed::kStop;
+    }
+    const uint64_t seed =
+        sim ? run : (r.perturb_seed ? *r.perturb_seed : static_cast<uint64_t>(run));
+    progress.Update(run, c.seeds, absl::StrFormat("%zu failing", failing.size()));
+    if (r.pass) return Consumed::kContinue;
+    failing.push_back(seed);
+    const std::string where =
+        r.step_index > 0 ? absl::StrFormat("step %d %s", r.step_index, r.step) : r.step;
+    progress.Clear();
+    std::printf("%s=%llu FAIL findings=%lld (%lld distinct) first: %s at %s, rank %d: %s\n",
+                seed_name, static_cast<unsigned long long>(seed),
+                static_cast<long long>(r.findings_total), static_cast<long long>(r.distinct),
+                r.checker.c_str(), where.c_str(), r.rank, r.detail.substr(0, 200).c_str());
+    json.BeginObject().Key(seed_key).UInt(seed);
+    json.Key("findings_total").Int(r.findings_total);
+    json.Key("findings_distinct").Int(r.distinct);
+    json.Key("first_checker").String(r.checker).Key("first_step").String(r.step);
+    json.Key("first_rank").Int(r.rank).Key("first_detail").String(r.detail).EndObject();
+    return Consumed::kContinue;
+  };
+  if (CurrentSeedSplit().size > 1) {
+    absl::Status split = RunSplit(
+        c.seeds, jobs, [&](int64_t i) { return Serialize(run_one(i)); },
+        [&](int64_t i, const std::string& text) {
+          return take(i, ParseOutcome(text)) == Consumed::kContinue;
+        });
+    if (!split.ok()) return BadInput(std::string(split.message()));
+    if (CurrentSeedSplit().rank != 0) return 0;  // rank 0 decides (tools/seed_split.h)
+  } else {
+    RunOrdered<SeedOutcome>(
+        c.seeds, jobs, [](int64_t) { return 0; }, run_one,
+        [&](int64_t i, SeedOutcome& r) { return take(i, r); });
+  }
   if (!error.ok()) return BadInput(std::string(error.message()));
   progress.Clear();
   json.EndArray();
@@ -283,6 +360,12 @@ int RunReplayCommand(const ReplayCommand& c) {
                                                             : "");
       !s.ok()) {
     return BadInput(std::string(s.message()));
+  }
+  if (CurrentSeedSplit().size > 1 && (c.seeds == 0 || c.procs > 0)) {
+    return BadInput(absl::StrFormat(
+        "launched as one of %d MPI processes: replay splits --seeds=N over them (one process per "
+        "rank of a run is --procs, not mpirun)",
+        CurrentSeedSplit().size));
   }
   if (c.check_determinism) return CheckDeterminism(*scenario, *faults, seed, c, *fidelity);
   if (absl::Status s = CheckDeviceChoice(ChoiceOf(c, *fidelity, 0)); !s.ok()) {

@@ -12,6 +12,7 @@
 #include <optional>
 #include <set>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -31,6 +32,7 @@
 #include "tools/ordered_parallel.h"
 #include "tools/progress.h"
 #include "tools/run_device.h"
+#include "tools/seed_split.h"
 #include "tools/sim_replay.h"
 
 namespace dmalab {
@@ -271,11 +273,43 @@ class ZooRuns {
     rows_.push_back(Row{runs, std::move(run), std::move(take), seconds});
   }
 
+  struct Timed {
+    Found found;
+    double seconds = 0;
+  };
+  // A run's result as it crosses MPI ranks: its status, checkers, first step and time.
+  static std::string SerializeTimed(const Timed& t) {
+    if (!t.found.ok()) {
+      return JoinFields({"E", absl::StrCat(static_cast<int>(t.found.status().code())),
+                         std::string(t.found.status().message()),
+                         absl::StrFormat("%.17g", t.seconds)});
+    }
+    return JoinFields({"F", absl::StrJoin(t.found->checkers, ","), t.found->first_step,
+                       absl::StrFormat("%.17g", t.seconds)});
+  }
+  static Timed ParseTimed(const std::string& text) {
+    absl::StatusOr<std::vector<std::string>> f = SplitFields(text);
+    Timed t;
+    int code = 0;
+    if (f.ok() && f->size() == 4 && (*f)[0] == "E" && absl::SimpleAtoi((*f)[1], &code) &&
+        absl::SimpleAtod((*f)[3], &t.seconds)) {
+      t.found = absl::Status(static_cast<absl::StatusCode>(code), (*f)[2]);
+      return t;
+    }
+    if (f.ok() && f->size() == 4 && (*f)[0] == "F" && absl::SimpleAtod((*f)[3], &t.seconds)) {
+      RunFindings found;
+      for (absl::string_view c : absl::StrSplit((*f)[1], ',', absl::SkipEmpty())) {
+        found.checkers.insert(std::string(c));
+      }
+      found.first_step = (*f)[2];
+      t.found = std::move(found);
+      return t;
+    }
+    t.found = absl::DataLossError("a run's result came back garbled from its MPI rank");
+    return t;
+  }
+
   absl::Status Run(int jobs) {
-    struct Timed {
-      Found found;
-      double seconds = 0;
-    };
     // Job k: run (k / rows + 1) of row k % rows; rows with fewer runs leave holes, skipped.
     int most = 0;
     for (const Row& row : rows_) most = std::max(most, row.runs);
@@ -286,24 +320,39 @@ class ZooRuns {
       }
     }
     absl::Status error;
+    const auto run = [&](int64_t k) {
+      const auto start = std::chrono::steady_clock::now();
+      Found found = rows_[jobs_list[k].first].run(jobs_list[k].second);
+      return Timed{std::move(found), SecondsSince(start)};
+    };
+    const auto consume = [&](int64_t k, Timed& t) {
+      const Row& row = rows_[jobs_list[k].first];
+      if (row.seconds != nullptr) *row.seconds += t.seconds;
+      if (!t.found.ok()) {
+        error = t.found.status();
+        return Consumed::kStop;
+      }
+      return row.take(jobs_list[k].second, *t.found) ? Consumed::kContinue : Consumed::kEndGroup;
+    };
+    if (CurrentSeedSplit().size > 1) {
+      // Split over the MPI ranks (tools/seed_split.h): each runs its share of the jobs, rank 0
+      // takes every result in the same order as above, skipping the rows that ended.
+      std::set<size_t> ended;
+      absl::Status split = RunSplit(
+          static_cast<int64_t>(jobs_list.size()), jobs,
+          [&](int64_t k) { return SerializeTimed(run(k)); },
+          [&](int64_t k, const std::string& text) {
+            if (ended.contains(jobs_list[k].first)) return true;
+            Timed t = ParseTimed(text);
+            const Consumed c = consume(k, t);
+            if (c == Consumed::kEndGroup) ended.insert(jobs_list[k].first);
+            return c != Consumed::kStop;
+          });
+      return split.ok() ? error : split;
+    }
     RunOrdered<Timed>(
         static_cast<int64_t>(jobs_list.size()), jobs,
-        [&](int64_t k) { return static_cast<int64_t>(jobs_list[k].first); },
-        [&](int64_t k) {
-          const auto start = std::chrono::steady_clock::now();
-          Found found = rows_[jobs_list[k].first].run(jobs_list[k].second);
-          return Timed{std::move(found), SecondsSince(start)};
-        },
-        [&](int64_t k, Timed& t) {
-          const Row& row = rows_[jobs_list[k].first];
-          if (row.seconds != nullptr) *row.seconds += t.seconds;
-          if (!t.found.ok()) {
-            error = t.found.status();
-            return Consumed::kStop;
-          }
-          return row.take(jobs_list[k].second, *t.found) ? Consumed::kContinue
-                                                         : Consumed::kEndGroup;
-        });
+        [&](int64_t k) { return static_cast<int64_t>(jobs_list[k].first); }, run, consume);
     return error;
   }
 
@@ -879,7 +928,7 @@ int RunZooCommand(const ZooCommand& command) {
   progress.Clear();
   if (!report.ok()) return bad_input(std::string(report.status().message()));
   std::fputs(FormatZooReport(*report, options).c_str(), stdout);
-  if (!command.run.json.empty()) {
+  if (!command.run.json.empty() && CurrentSeedSplit().rank == 0) {
     if (absl::Status s = WriteTextFile(command.run.json, FormatZooJson(*report, options) + "\n");
         !s.ok()) {
       return bad_input(absl::StrCat("--json: ", s.message()));
