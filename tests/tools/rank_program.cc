@@ -9,18 +9,36 @@
 //   hang-hard R        as hang, but rank R ignores SIGTERM
 //   allgather          connect the ranks' bootstrap and check many allgathers byte by byte
 //   allgather-segv R   as allgather, but rank R dies of SIGSEGV after the first round
+//   lockstep W         W processes run one lockstep device (common/spmd/lockstep_device.h) over
+//                      a fake shared-memory device (shm_ipc_device.h): each rank copies its
+//                      successor's buffer through an exchanged IPC handle; exit 0, 12 when not
+//                      launched as W processes, 13 on a wrong byte or any error
+//   lockstep-exit W R  as lockstep, but rank R exits with 3 after the allocations; the others
+//                      exit 14 once their bootstrap named rank R (13 when it did not)
 #include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_format.h"
+#include "common/core/device.h"
+#include "common/core/tensor.h"
 #include "common/plugin/socket_bootstrap.h"
+#include "common/spmd/bootstrap_exchange.h"
+#include "common/spmd/lockstep_device.h"
+#include "tests/tools/shm_ipc_device.h"
 #include "tools/launcher.h"
 
 namespace {
@@ -71,6 +89,128 @@ int AllGathers(const dmalab::RankEnv& env, int segv_rank) {
   return (*b)->Barrier(env.rank).ok() ? 0 : 1;
 }
 
+// The bytes rank r writes to its first buffer in the lockstep modes.
+std::vector<uint8_t> Pattern(int r, size_t n) {
+  std::vector<uint8_t> bytes(n);
+  for (size_t i = 0; i < n; ++i) bytes[i] = static_cast<uint8_t>((r * 7 + i) & 0xff);
+  return bytes;
+}
+
+// The steps of the lockstep modes, each an error naming where it failed. Every process makes the
+// same calls in the same order; the lockstep device carries out only this process's rank's.
+absl::Status LockstepSteps(const dmalab::RankEnv& env, int exit_rank) {
+  constexpr uint64_t kBytes = 4096;
+  const int w = env.world;
+  dmalab::SocketBootstrapOptions o;
+  o.rank = env.rank;
+  o.world = w;
+  o.address = env.bootstrap;
+  o.connect_timeout = absl::Seconds(5);
+  o.op_timeout = absl::Seconds(5);
+  absl::StatusOr<std::unique_ptr<dmalab::SocketBootstrap>> b = dmalab::SocketBootstrap::Connect(o);
+  if (!b.ok()) return b.status();
+  dmalab::ShmIpcDevice shm;
+  dmalab::BootstrapExchange exchange(b->get());
+  dmalab::LockstepDevice dev(&shm, /*local_rank=*/0, &exchange, "lockstep-shm");
+
+  // Each rank's first buffer (its pattern), then each rank's second (its successor's copy).
+  std::vector<dmalab::MemRef> first(w), second(w);
+  for (int r = 0; r < w; ++r) {
+    absl::StatusOr<dmalab::MemRef> m = dev.Allocate(r, kBytes, "first");
+    if (!m.ok()) return m.status();
+    first[r] = *m;
+  }
+  for (int r = 0; r < w; ++r) {
+    absl::StatusOr<dmalab::MemRef> m = dev.Allocate(r, kBytes, "second");
+    if (!m.ok()) return m.status();
+    second[r] = *m;
+  }
+  // The failure path: this rank dies with its buffers allocated, before any handle was asked
+  // for; the others meet its absence at the first exchange of the copies.
+  if (env.rank == exit_rank) ::_exit(3);
+
+  // Only the owner's write lands (every process computes the same bytes).
+  for (int r = 0; r < w; ++r) {
+    if (absl::Status s = dev.Write(first[r], Pattern(r, kBytes)); !s.ok()) return s;
+  }
+  // Rank r's stream reads rank r+1's buffer: r+1 exports it, r opens it, here and now.
+  for (int r = 0; r < w; ++r) {
+    const std::string label = absl::StrFormat("copy to rank %d", r);
+    if (absl::Status s = dev.Copy(dev.ComputeStream(r), second[r], first[(r + 1) % w], label);
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (absl::Status s = dev.Synchronize(); !s.ok()) return s;
+  // Each process mapped exactly its successor's first buffer (none when it is its own).
+  const int mapped = w > 1 ? 1 : 0;
+  if (dev.open_mappings() != mapped || shm.open_mappings() != mapped) {
+    return absl::InternalError(
+        absl::StrFormat("after the copies: %d mappings in the lockstep device, %d in the shm "
+                        "device; expected %d",
+                        dev.open_mappings(), shm.open_mappings(), mapped));
+  }
+  // Every process reads every rank's copy (the owner reads and broadcasts).
+  for (int r = 0; r < w; ++r) {
+    std::vector<uint8_t> got(kBytes);
+    if (absl::Status s = dev.Read(second[r], absl::MakeSpan(got)); !s.ok()) return s;
+    const int from = (r + 1) % w;
+    const std::vector<uint8_t> want = Pattern(from, kBytes);
+    for (size_t i = 0; i < kBytes; ++i) {
+      if (got[i] != want[i]) {
+        return absl::DataLossError(
+            absl::StrFormat("rank %d's copy of rank %d's buffer: byte %d is %d, expected %d", r,
+                            from, i, got[i], want[i]));
+      }
+    }
+  }
+  for (int r = 0; r < w; ++r) {
+    if (absl::Status s = dev.Free(first[r]); !s.ok()) return s;
+    if (absl::Status s = dev.Free(second[r]); !s.ok()) return s;
+  }
+  if (dev.open_mappings() != 0 || shm.open_mappings() != 0 || shm.LiveAllocations(0) != 0) {
+    return absl::InternalError(absl::StrFormat(
+        "after the frees: %d mappings in the lockstep device, %d in the shm device, %d "
+        "allocations in the shm device; expected none",
+        dev.open_mappings(), shm.open_mappings(), shm.LiveAllocations(0)));
+  }
+  return absl::OkStatus();
+}
+
+// The lockstep modes: `expected_world` processes, of which rank `exit_rank` (if any) dies.
+int Lockstep(const dmalab::RankEnv& env, int expected_world, int exit_rank) {
+  if (env.world != expected_world) {
+    std::fprintf(stderr, "rank %d: launched as one of %d processes, the program expects %d\n",
+                 env.rank, env.world, expected_world);
+    return 12;
+  }
+  const bool survivor = exit_rank >= 0 && env.rank != exit_rank;
+  // A survivor exits only once the launcher ended it (SIGTERM, held pending until then): were it
+  // to exit on its own, the launcher could find it ended in the same look as the rank that died,
+  // and name the lower rank as the first failure.
+  sigset_t term;
+  ::sigemptyset(&term);
+  ::sigaddset(&term, SIGTERM);
+  if (survivor) ::sigprocmask(SIG_BLOCK, &term, nullptr);
+  const absl::Status s = LockstepSteps(env, exit_rank);
+  if (!survivor) {
+    if (s.ok()) return 0;
+    std::fprintf(stderr, "rank %d: %s\n", env.rank, s.ToString().c_str());
+    return 13;
+  }
+  const std::string named = absl::StrFormat("rank %d closed its connection", exit_rank);
+  if (s.ok() || !absl::StrContains(s.message(), named)) {
+    std::fprintf(stderr, "rank %d: expected an error saying \"%s\", got %s\n", env.rank,
+                 named.c_str(), s.ToString().c_str());
+    return 13;
+  }
+  std::fprintf(stderr, "rank %d: %s\n", env.rank, s.ToString().c_str());
+  // Bounded: a launcher that never ends it still sees it exit.
+  const timespec limit{10, 0};
+  ::sigtimedwait(&term, nullptr, &limit);
+  return 14;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -111,6 +251,8 @@ int main(int argc, char** argv) {
   }
   if (mode == "allgather") return AllGathers(*env, -1);
   if (mode == "allgather-segv") return AllGathers(*env, target);
+  if (mode == "lockstep" && argc > 2) return Lockstep(*env, target, -1);
+  if (mode == "lockstep-exit" && argc > 3) return Lockstep(*env, target, std::atoi(argv[3]));
   std::fprintf(stderr, "rank_program: unknown mode \"%s\"\n", mode.c_str());
   return 11;
 }
