@@ -1,0 +1,208 @@
+// The lockstep device (common/spmd/lockstep_device.h) across real processes, without a GPU: the
+// launcher starts the rank program (rank_program.cc) in its lockstep modes, whose ranks run one
+// lockstep device over the socket bootstrap and a fake shared-memory device (shm_ipc_device.h).
+// A rank reaching its successor's buffer proves that the handle one process exported was opened
+// by another and maps the same bytes; the failure paths check that a rank that dies is named by
+// the others and that a launch of the wrong size is refused. The fake device itself is checked
+// first, within one process.
+#include <stdio.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_format.h"
+#include "common/core/device.h"
+#include "common/core/tensor.h"
+#include "gtest/gtest.h"
+#include "tests/tools/shm_ipc_device.h"
+#include "tools/launcher.h"
+
+namespace dmalab {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The fake device within one process: a handle it exports opens (through /proc/<own pid>) as a
+// second mapping of the same memory.
+TEST(ShmIpcDeviceTest, AnExportedAllocationOpensAsTheSameBytes) {
+  ShmIpcDevice dev;
+  EXPECT_EQ(dev.world_size(), 1);
+  EXPECT_EQ(dev.name(), "shm");
+  EXPECT_TRUE(dev.SupportsIpc());
+  absl::StatusOr<MemRef> a = dev.Allocate(0, 256, "a");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->alloc_id, 1u);
+  absl::StatusOr<MemRef> b = dev.Allocate(0, 256, "b");
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->alloc_id, 2u);
+
+  std::vector<uint8_t> bytes(256);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 3);
+  ASSERT_TRUE(dev.Write(*a, bytes).ok());
+  absl::StatusOr<IpcHandle> h = dev.ExportMemory(*a);
+  ASSERT_TRUE(h.ok()) << h.status();
+  absl::StatusOr<MemRef> m = dev.OpenMemory(0, *h);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_NE(m->addr, a->addr);
+  EXPECT_EQ(m->bytes, 256u);
+  EXPECT_GE(m->via_mapping, 1u);
+  EXPECT_EQ(dev.open_mappings(), 1);
+
+  // Through the mapping into another allocation, and back through the mapping.
+  ASSERT_TRUE(dev.Copy(dev.ComputeStream(0), *b, *m, "from the mapping").ok());
+  std::vector<uint8_t> got(256);
+  ASSERT_TRUE(dev.Read(*b, absl::MakeSpan(got)).ok());
+  EXPECT_EQ(got, bytes);
+  const std::vector<uint8_t> ones(16, 1);
+  ASSERT_TRUE(dev.Write(m->Slice(16, 16), ones).ok());
+  std::vector<uint8_t> part(16);
+  ASSERT_TRUE(dev.Read(a->Slice(16, 16), absl::MakeSpan(part)).ok());
+  EXPECT_EQ(part, ones);
+
+  EXPECT_TRUE(dev.CloseMemory(*m).ok());
+  EXPECT_EQ(dev.CloseMemory(*m).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(dev.open_mappings(), 0);
+  EXPECT_TRUE(dev.Free(*a).ok());
+  EXPECT_TRUE(dev.Free(*b).ok());
+  EXPECT_EQ(dev.LiveAllocations(0), 0);
+}
+
+TEST(ShmIpcDeviceTest, RefusesGarbageAndRangesOutsideItsMemory) {
+  ShmIpcDevice dev;
+  IpcHandle garbage;
+  garbage.bytes.fill(0xa5);
+  EXPECT_EQ(dev.OpenMemory(0, garbage).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(dev.OpenMemory(0, IpcHandle()).status().code(), absl::StatusCode::kInvalidArgument);
+
+  absl::StatusOr<MemRef> a = dev.Allocate(0, 64, "a");
+  ASSERT_TRUE(a.ok()) << a.status();
+  std::vector<uint8_t> buf(64);
+  // Past the end, on another rank, or in no allocation at all.
+  EXPECT_EQ(dev.Read(MemRef{0, a->addr + 32, 64, 0, 0}, absl::MakeSpan(buf)).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(dev.Write(MemRef{1, a->addr, 64, 0, 0}, buf).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(dev.Copy(dev.ComputeStream(0), *a, MemRef{0, 64, 64, 0, 0}, "wild").code(),
+            absl::StatusCode::kInvalidArgument);
+  // Not offered.
+  EXPECT_EQ(dev.Reduce(dev.ComputeStream(0), DType::kBF16, Operand{*a}, {}, 0, "r").code(),
+            absl::StatusCode::kUnimplemented);
+
+  // A handle of a freed allocation names a memfd that is gone.
+  absl::StatusOr<IpcHandle> h = dev.ExportMemory(*a);
+  ASSERT_TRUE(h.ok()) << h.status();
+  ASSERT_TRUE(dev.Free(*a).ok());
+  EXPECT_EQ(dev.OpenMemory(0, *h).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(dev.ExportMemory(*a).status().code(), absl::StatusCode::kInvalidArgument);
+
+  // Streams and events are fresh numbers.
+  absl::StatusOr<StreamId> s = dev.CreateStream(0, StreamKind::kCopy, "copy");
+  ASSERT_TRUE(s.ok());
+  EXPECT_NE(*s, dev.ComputeStream(0));
+  absl::StatusOr<EventId> e1 = dev.CreateEvent(0);
+  absl::StatusOr<EventId> e2 = dev.CreateEvent(0);
+  ASSERT_TRUE(e1.ok() && e2.ok());
+  EXPECT_NE(*e1, *e2);
+  EXPECT_TRUE(dev.RecordEvent(*e1, *s).ok());
+  EXPECT_TRUE(dev.WaitEvent(dev.ComputeStream(0), *e1).ok());
+}
+
+// The ranks' stderr (the launcher passes its own on) while one launch runs: fd 2 goes to a
+// temporary file until Take(), which restores it and returns what was written (and passes it on
+// to the real stderr, for the test's log).
+class CapturedStderr {
+ public:
+  CapturedStderr() : file_(::tmpfile()) {
+    std::fflush(stderr);
+    saved_ = ::dup(2);
+    if (file_ != nullptr) ::dup2(::fileno(file_), 2);
+  }
+  ~CapturedStderr() { Take(); }
+
+  std::string Take() {
+    if (saved_ < 0) return text_;
+    std::fflush(stderr);
+    ::dup2(saved_, 2);
+    ::close(saved_);
+    saved_ = -1;
+    if (file_ == nullptr) return text_;
+    std::rewind(file_);
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof(buf), file_)) > 0) text_.append(buf, n);
+    std::fclose(file_);
+    file_ = nullptr;
+    std::fprintf(stderr, "%s", text_.c_str());
+    return text_;
+  }
+
+ private:
+  FILE* file_;
+  int saved_ = -1;
+  std::string text_;
+};
+
+LaunchResult Launch(int world, std::vector<std::string> args) {
+  LaunchOptions o;
+  o.argv = {RANK_PROGRAM};
+  o.argv.insert(o.argv.end(), args.begin(), args.end());
+  o.world = world;
+  o.timeout = absl::Seconds(20);
+  o.kill_grace = absl::Seconds(2);
+  absl::StatusOr<LaunchResult> result = LaunchRanks(o);
+  EXPECT_TRUE(result.ok()) << result.status();
+  return result.ok() ? *result : LaunchResult();
+}
+
+TEST(LockstepProcessTest, PeersReachEachOthersBuffersThroughExchangedHandles) {
+  const LaunchResult r = Launch(4, {"lockstep", "4"});
+  EXPECT_TRUE(r.ok()) << r.failure;
+  ASSERT_EQ(r.ranks.size(), 4u);
+  for (const RankEnd& end : r.ranks) EXPECT_TRUE(end.ok()) << end.Describe();
+}
+
+// Rank 1 dies after the allocations; the others learn it at the first handle exchange, from the
+// bootstrap, which names it. They exit (14) once the launcher ends them, so that the launcher
+// names the rank that died as the first failure.
+TEST(LockstepProcessTest, ARankThatDiesIsNamedByTheOthers) {
+  const Clock::time_point start = Clock::now();
+  CapturedStderr captured;
+  const LaunchResult r = Launch(3, {"lockstep-exit", "3", "1"});
+  const std::string err = captured.Take();
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 10);
+  EXPECT_EQ(r.failure, "rank 1 exited with status 3");
+  EXPECT_EQ(r.first_failure, 1);
+  ASSERT_EQ(r.ranks.size(), 3u);
+  for (int rank : {0, 2}) {
+    EXPECT_EQ(r.ranks[rank].how, RankEnd::How::kExited) << rank << " " << r.ranks[rank].Describe();
+    EXPECT_EQ(r.ranks[rank].exit_status, 14) << rank;
+    // Rank 0 saw the connection close; rank 2 has rank 0's account of it.
+    const std::string line = absl::StrFormat(
+        "rank %d: UNAVAILABLE: rank 1 closed its connection (its process ended?) during "
+        "broadcast #",
+        rank);
+    EXPECT_NE(err.find(line), std::string::npos) << "no \"" << line << "\" in:\n" << err;
+  }
+}
+
+TEST(LockstepProcessTest, AMismatchedWorldIsRefused) {
+  CapturedStderr captured;
+  const LaunchResult r = Launch(2, {"lockstep", "3"});
+  const std::string err = captured.Take();
+  EXPECT_FALSE(r.ok());
+  ASSERT_GE(r.first_failure, 0);
+  ASSERT_LT(r.first_failure, 2);
+  EXPECT_EQ(r.failure, absl::StrFormat("rank %d exited with status 12", r.first_failure));
+  const std::string line = absl::StrFormat(
+      "rank %d: launched as one of 2 processes, the program expects 3", r.first_failure);
+  EXPECT_NE(err.find(line), std::string::npos) << "no \"" << line << "\" in:\n" << err;
+}
+
+}  // namespace
+}  // namespace dmalab
