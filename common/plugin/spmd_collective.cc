@@ -314,15 +314,24 @@ absl::Status SpmdCollective::Close() {
   if (closed_) return absl::OkStatus();
   closed_ = true;
   absl::Status s = absl::OkStatus();
+  // A rank whose create failed has no state to destroy. destroy frees the state whatever it
+  // returns: forget it before the codes are read, so a failure's message comes from the rank's
+  // own log, not from the freed state's last_error.
+  const auto destroy = [&](int r) {
+    if (states_[r] == nullptr) return int32_t{DMALAB_OK};
+    const int32_t code = plugin_->destroy(states_[r]);
+    states_[r] = nullptr;
+    return code;
+  };
   if (!bootstrap_.broken()) {
-    // A rank whose create failed has no state to destroy.
-    // destroy frees the state whatever it returns: forget it before the codes are read, so a
-    // failure's message comes from the rank's own log, not from the freed state's last_error.
-    s = OnEveryRank("destroy", [&](int r) {
-      if (states_[r] == nullptr) return int32_t{DMALAB_OK};
-      const int32_t code = plugin_->destroy(states_[r]);
-      states_[r] = nullptr;
-      return code;
+    s = OnEveryRank("destroy", destroy);
+  } else {
+    // The ranks lost step in a bootstrap deadlock. Each instance is still destroyed (its
+    // bootstrap calls now fail at once, so none waits), lest its state leak; what destroy
+    // returns says nothing the deadlock did not.
+    threads_.Run([&](int r) {
+      destroy(r);
+      return absl::OkStatus();
     });
   }
   for (size_t r = 0; r < ranks_.size(); ++r) {
