@@ -23,10 +23,12 @@ SeedSplit& Split() {
   static SeedSplit split;
   return split;
 }
+#ifdef DMALAB_HAVE_MPI
 bool& MpiStarted() {
   static bool started = false;
   return started;
 }
+#endif
 
 // The world size a launcher announced (OpenMPI's mpirun, or a PMI launcher such as Slurm's
 // srun); 1 when none did.
@@ -70,6 +72,7 @@ absl::Status StartSeedSplit(std::string_view command) {
   const int world = LaunchedWorld();
   if (world <= 1) return absl::OkStatus();
 #ifndef DMALAB_HAVE_MPI
+  (void)command;  // every command is refused alike without MPI
   return absl::FailedPreconditionError(absl::StrFormat(
       "launched as one of %d MPI processes, but this dmalab was built without MPI: each would run "
       "the whole campaign; build with -DDMALAB_MPI=ON (Debian's libopenmpi-dev) to split seeds "
