@@ -224,5 +224,14 @@ absl::StatusOr<WorkerEnd> RunIsolated(
 
 }  // namespace dmalab
 
+int dmalab::WorkerJobs(int jobs) {
+#if defined(__SANITIZE_ADDRESS__)
+  (void)jobs;
+  return 1;
+#else
+  return jobs;
+#endif
+}
+
 // LeakSanitizer's hook: nonzero turns its check off (in worker processes only; see in_worker).
 extern "C" int __lsan_is_turned_off() { return dmalab::in_worker ? 1 : 0; }

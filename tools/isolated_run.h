@@ -23,6 +23,12 @@ namespace dmalab {
 // PyTorch harness's).
 inline constexpr int kDefaultHangSeconds = 300;
 
+// How many runs that fork workers may go at once, for `jobs` wanted. Forking while other threads
+// run is safe with glibc's allocator, which prepares for fork; AddressSanitizer's (GCC 12's
+// runtime) does not, and a worker forked while another thread holds its lock waits forever. So a
+// sanitized build forks from one thread at a time (1); any other build runs `jobs`.
+int WorkerJobs(int jobs);
+
 // The worker's end of the pipe.
 class WorkerChannel {
  public:

@@ -24,6 +24,7 @@
 #include "sim/sim_device.h"
 #include "tools/host_memory.h"
 #include "tools/isolated_replay.h"
+#include "tools/isolated_run.h"
 #include "tools/npy.h"
 #include "tools/ordered_parallel.h"
 #include "tools/progress.h"
@@ -114,7 +115,9 @@ int Jobs(const Scenario& scenario, const ReplayCommand& c, Fidelity fidelity, in
                  "memory, and %s are available\n",
                  jobs, wanted, BytesText(limit->bytes).c_str());
   }
-  return jobs;
+  // A plugin's runs fork workers: one at a time in a sanitized build (WorkerJobs; the output is
+  // the same for any number of jobs).
+  return IsPluginPath(c.run.collective) ? WorkerJobs(jobs) : jobs;
 }
 
 // What a seed sweep takes of one run's report: all it prints and writes. It crosses processes

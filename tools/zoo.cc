@@ -29,6 +29,7 @@
 #include "sim/sim_device.h"
 #include "tools/host_memory.h"
 #include "tools/isolated_replay.h"
+#include "tools/isolated_run.h"
 #include "tools/ordered_parallel.h"
 #include "tools/progress.h"
 #include "tools/run_device.h"
@@ -414,7 +415,12 @@ int64_t SizeRuns(const ZooOptions& options) {
 }
 
 // Runs at once: --jobs on the simulator; GPU runs share the GPUs, so one at a time.
-int JobsOf(const ZooOptions& options) { return options.backend == "sim" ? options.jobs : 1; }
+// Plugins' runs fork workers: one at a time in a sanitized build (WorkerJobs).
+int JobsOf(const ZooOptions& options) {
+  if (options.backend != "sim") return 1;
+  const bool forks = IsPluginPath(options.collective) || !options.plugins_dir.empty();
+  return forks ? WorkerJobs(options.jobs) : options.jobs;
+}
 
 // `dmalab zoo --collective=PLUGIN`: the plugin over every zoo scenario, every example plugin's
 // scenario and the size family, no fault injected; a failing run is a finding of the plugin.
