@@ -558,12 +558,16 @@ bool SimDevice::Ready(Stream& /*s*/, Op& op) {
 }
 
 int32_t SimDevice::InternLabel(std::string_view label) {
-  auto it = label_ids_.find(label);
+  // absl's own string_view type (Debian builds absl without std::string_view).
+  auto it = label_ids_.find(absl::string_view(label.data(), label.size()));
   if (it != label_ids_.end()) return it->second;
   if (labels_.size() >= kMaxInternedLabels) {
     // More distinct labels than any run uses; describe the rest alike rather than grow.
     label = "(label not kept: too many distinct labels)";
-    if (auto full = label_ids_.find(label); full != label_ids_.end()) return full->second;
+    if (auto full = label_ids_.find(absl::string_view(label.data(), label.size()));
+        full != label_ids_.end()) {
+      return full->second;
+    }
   }
   labels_.emplace_back(label);
   const int32_t id = static_cast<int32_t>(labels_.size() - 1);

@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "common/core/device.h"
 #include "common/core/provenance.h"
 #include "sim/finding.h"
@@ -273,7 +274,7 @@ class SimDevice : public Device {
   int64_t first_context_ = 0;
   bool context_stored_ = false;  // context_ is contexts_.back()
   std::vector<std::string> labels_;
-  std::map<std::string, int32_t, std::less<>> label_ids_;
+  absl::flat_hash_map<std::string, int32_t> label_ids_;  // labels_ by text (hashed: one lookup per op)
   std::set<uint64_t> freed_;  // allocations whose free has executed
   int64_t ops_executed_ = 0;
   int64_t pending_ = 0;
