@@ -274,7 +274,8 @@ class SimDevice : public Device {
   int64_t first_context_ = 0;
   bool context_stored_ = false;  // context_ is contexts_.back()
   std::vector<std::string> labels_;
-  absl::flat_hash_map<std::string, int32_t> label_ids_;  // labels_ by text (hashed: one lookup per op)
+  absl::flat_hash_map<std::string, int32_t>
+      label_ids_;             // labels_ by text (hashed: one lookup per op)
   std::set<uint64_t> freed_;  // allocations whose free has executed
   int64_t ops_executed_ = 0;
   int64_t pending_ = 0;
