@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "common/core/float_bits.h"
 
 namespace dmalab {
 
@@ -37,22 +38,15 @@ inline float BitsToFloat(uint32_t u) {
   return f;
 }
 
+// The conversions (common/core/float_bits.h, shared with the GPU kernels):
 // bf16 is the upper half of an fp32: widening is exact.
-inline float BF16ToFloat(uint16_t h) { return BitsToFloat(static_cast<uint32_t>(h) << 16); }
-
+inline float BF16ToFloat(uint16_t h) { return float_bits::DecodeBF16(h); }
 // Rounds to nearest even; NaN becomes a quiet NaN with the same sign.
-inline uint16_t FloatToBF16(float f) {
-  const uint32_t u = FloatBits(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);
-  const uint32_t rounding_bias = 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>((u + rounding_bias) >> 16);
-}
-
+inline uint16_t FloatToBF16(float f) { return float_bits::EncodeBF16(f); }
 // IEEE binary16 to fp32, exact (subnormals included).
-float FP16ToFloat(uint16_t h);
-
+inline float FP16ToFloat(uint16_t h) { return float_bits::DecodeFP16(h); }
 // fp32 to IEEE binary16, round to nearest even, subnormals and overflow to infinity.
-uint16_t FloatToFP16(float f);
+inline uint16_t FloatToFP16(float f) { return float_bits::EncodeFP16(f); }
 
 // Reads element i of a buffer of type t, widened exactly to fp32.
 inline float LoadAsFloat(DType t, const void* base, int64_t i) {

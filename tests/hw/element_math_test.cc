@@ -1,10 +1,14 @@
-// The Reduce kernel's element arithmetic (hw/element_math.h), compiled for the host, against the
-// host reference (common/core/dtype.h, common/core/reduce_host.h). Runs without a GPU.
+// The Reduce kernel's element arithmetic (hw/element_math.h), compiled for the host: its
+// conversions against their definitions, its adds against the host reference
+// (common/core/reduce_host.h). Runs without a GPU.
 #include "hw/element_math.h"
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "common/core/dtype.h"
@@ -16,20 +20,78 @@ namespace {
 
 namespace em = element_math;
 
-TEST(ElementMathTest, DecodeBF16EqualsHostForEveryBitPattern) {
+// The conversions (common/core/float_bits.h, which the host reference shares) against
+// definitions computed another way: a bit pattern's value by its fields, rounding by comparing
+// the distances to the two neighbours in double.
+
+// The value of a binary16 or bfloat16 pattern with `mant_bits` mantissa bits and an exponent
+// bias of `bias`, from its fields (NaN: any NaN).
+double ValueOf(uint32_t h, int mant_bits, int exp_bits, int bias) {
+  const bool negative = (h >> (mant_bits + exp_bits)) & 1;
+  const uint32_t exp = (h >> mant_bits) & ((1u << exp_bits) - 1);
+  const uint32_t mant = h & ((1u << mant_bits) - 1);
+  double v;
+  if (exp == (1u << exp_bits) - 1) {
+    v = mant == 0 ? std::numeric_limits<double>::infinity()
+                  : std::numeric_limits<double>::quiet_NaN();
+  } else if (exp == 0) {
+    v = std::ldexp(static_cast<double>(mant), 1 - bias - mant_bits);
+  } else {
+    v = std::ldexp(static_cast<double>(mant + (1u << mant_bits)),
+                   static_cast<int>(exp) - bias - mant_bits);
+  }
+  return negative ? -v : v;
+}
+double BF16Value(uint16_t h) { return ValueOf(h, 7, 8, 127); }
+double FP16Value(uint16_t h) { return ValueOf(h, 10, 5, 15); }
+
+TEST(ElementMathTest, DecodeGivesEveryPatternsValue) {
   for (uint32_t h = 0; h <= 0xffff; ++h) {
-    ASSERT_EQ(em::Bits(em::DecodeBF16(static_cast<uint16_t>(h))),
-              FloatBits(BF16ToFloat(static_cast<uint16_t>(h))))
-        << std::hex << h;
+    const auto h16 = static_cast<uint16_t>(h);
+    for (auto [got, want] : {std::pair{static_cast<double>(em::DecodeBF16(h16)), BF16Value(h16)},
+                             std::pair{static_cast<double>(em::DecodeFP16(h16)), FP16Value(h16)}}) {
+      if (std::isnan(want)) {
+        ASSERT_TRUE(std::isnan(got)) << std::hex << h;
+      } else {
+        ASSERT_EQ(got, want) << std::hex << h;
+        ASSERT_EQ(std::signbit(got), std::signbit(want)) << std::hex << h;  // -0 stays -0
+      }
+    }
   }
 }
 
-TEST(ElementMathTest, DecodeFP16EqualsHostForEveryBitPattern) {
-  for (uint32_t h = 0; h <= 0xffff; ++h) {
-    ASSERT_EQ(em::Bits(em::DecodeFP16(static_cast<uint16_t>(h))),
-              FloatBits(FP16ToFloat(static_cast<uint16_t>(h))))
-        << std::hex << h;
+// The 16-bit pattern nearest to finite x (ties to the even pattern), given the value of each
+// non-negative pattern; `largest` is the largest finite pattern, `inf` infinity's. Past the
+// largest, IEEE rounding goes to infinity from half an ulp above it (a tie: to even, infinity).
+uint16_t NearestPattern(double x, double (*value)(uint16_t), uint16_t largest, uint16_t inf) {
+  const uint16_t sign = std::signbit(x) ? 0x8000 : 0;  // bit 15 in both formats
+  const double a = std::fabs(x);
+  // Binary search for the largest non-negative pattern whose value is at most a.
+  uint32_t lo = 0, hi = largest;
+  while (lo < hi) {
+    const uint32_t mid = (lo + hi + 1) / 2;
+    if (value(static_cast<uint16_t>(mid)) <= a) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
   }
+  const double below = value(static_cast<uint16_t>(lo));
+  // The next pattern up; past the largest finite one, where infinity starts under IEEE rounding
+  // (the value one ulp above the largest).
+  const double above = lo < largest
+                           ? value(static_cast<uint16_t>(lo + 1))
+                           : 2 * value(largest) - value(static_cast<uint16_t>(largest - 1));
+  uint32_t pick;
+  if (a - below < above - a) {
+    pick = lo;
+  } else if (a - below > above - a) {
+    pick = lo + 1;
+  } else {
+    pick = (lo & 1) ? lo + 1 : lo;
+  }
+  if (pick > largest) pick = inf;
+  return static_cast<uint16_t>(sign | pick);
 }
 
 // Float bit patterns that exercise rounding: every upper half with lower halves at and around
@@ -50,15 +112,24 @@ std::vector<uint32_t> EncodeProbePatterns() {
   return patterns;
 }
 
-TEST(ElementMathTest, EncodeBF16EqualsHost) {
+TEST(ElementMathTest, EncodeRoundsToTheNearestPatternTiesToEven) {
   for (uint32_t u : EncodeProbePatterns()) {
-    ASSERT_EQ(em::EncodeBF16(BitsToFloat(u)), FloatToBF16(BitsToFloat(u))) << std::hex << u;
-  }
-}
-
-TEST(ElementMathTest, EncodeFP16EqualsHost) {
-  for (uint32_t u : EncodeProbePatterns()) {
-    ASSERT_EQ(em::EncodeFP16(BitsToFloat(u)), FloatToFP16(BitsToFloat(u))) << std::hex << u;
+    const float f = BitsToFloat(u);
+    const uint16_t bf16 = em::EncodeBF16(f), fp16 = em::EncodeFP16(f);
+    if (std::isnan(f)) {
+      // Quiet NaN, sign and the payload's top bits kept.
+      ASSERT_EQ(bf16, static_cast<uint16_t>((u >> 16) | 0x0040u)) << std::hex << u;
+      ASSERT_EQ(fp16, static_cast<uint16_t>(((u >> 16) & 0x8000u) | 0x7e00u | ((u >> 13) & 0x3ffu)))
+          << std::hex << u;
+      continue;
+    }
+    if (std::isinf(f)) {
+      ASSERT_EQ(bf16, static_cast<uint16_t>(u >> 16)) << std::hex << u;
+      ASSERT_EQ(fp16, static_cast<uint16_t>(((u >> 16) & 0x8000u) | 0x7c00u)) << std::hex << u;
+      continue;
+    }
+    ASSERT_EQ(bf16, NearestPattern(f, BF16Value, 0x7f7f, 0x7f80)) << std::hex << u;
+    ASSERT_EQ(fp16, NearestPattern(f, FP16Value, 0x7bff, 0x7c00)) << std::hex << u;
   }
 }
 
