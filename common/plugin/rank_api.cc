@@ -1,6 +1,7 @@
 #include "common/plugin/rank_api.h"
 
 #include <cstring>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -370,7 +371,7 @@ RankApi::RankApi(SpmdHost* host, int rank) : host_(host), rank_(rank) {
 
 void RankApi::Step() {
   ++host_->epoch;
-  host_->threads->Yield(rank_);
+  if (host_->threads != nullptr) host_->threads->Yield(rank_);
 }
 
 int32_t RankApi::Done(const absl::Status& s) {
@@ -429,6 +430,12 @@ absl::Status RankApi::SyncRank() {
     absl::StatusOr<bool> idle = d->RankIdle(rank_);
     if (!idle.ok()) return idle.status();
     if (*idle) return absl::OkStatus();
+    if (host_->threads == nullptr) {
+      // A rank process: the peers are other processes; its own device completes what waits
+      // for them.
+      std::this_thread::yield();
+      continue;
+    }
     if (!simulated) {
       host_->threads->Yield(rank_);
       continue;

@@ -4,19 +4,23 @@
 // A rank reaching its successor's buffer proves that the handle one process exported was opened
 // by another and maps the same bytes; the failure paths check that a rank that dies is named by
 // the others and that a launch of the wrong size is refused. The fake device itself is checked
-// first, within one process.
+// first, within one process. Then ABI v2 plugins run one instance per process over it
+// (common/plugin/spmd_process.h): exact sums, every rank's leaks at rank 0, a failed create.
 #include <stdio.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "common/core/device.h"
 #include "common/core/tensor.h"
 #include "gtest/gtest.h"
@@ -90,9 +94,9 @@ TEST(ShmIpcDeviceTest, RefusesGarbageAndRangesOutsideItsMemory) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(dev.Copy(dev.ComputeStream(0), *a, MemRef{0, 64, 64, 0, 0}, "wild").code(),
             absl::StatusCode::kInvalidArgument);
-  // Not offered.
+  // A reduce needs terms.
   EXPECT_EQ(dev.Reduce(dev.ComputeStream(0), DType::kBF16, Operand{*a}, {}, 0, "r").code(),
-            absl::StatusCode::kUnimplemented);
+            absl::StatusCode::kInvalidArgument);
 
   // A handle of a freed allocation names a memfd that is gone.
   absl::StatusOr<IpcHandle> h = dev.ExportMemory(*a);
@@ -202,6 +206,106 @@ TEST(LockstepProcessTest, AMismatchedWorldIsRefused) {
   const std::string line = absl::StrFormat(
       "rank %d: launched as one of 2 processes, the program expects 3", r.first_failure);
   EXPECT_NE(err.find(line), std::string::npos) << "no \"" << line << "\" in:\n" << err;
+}
+
+// --- ABI v2 plugins, one instance per process -------------------------------------------------
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream text;
+  text << f.rdbuf();
+  return text.str();
+}
+
+// A fresh path for the findings rank 0 writes.
+std::string FindingsPath() {
+  static int n = 0;
+  return absl::StrFormat("%s/lockstep_process_test.%d.%d.txt", ::testing::TempDir(), ::getpid(),
+                         n++);
+}
+
+// Each example plugin runs one instance per process over 2, 3 and 4 processes; every rank's
+// output of every call (default form, into another tensor past the one-shot limit, in place) is
+// the exact sum (the rank program compares each element) and nothing is found.
+TEST(PluginProcessTest, ExamplePluginsSumExactlyOneInstancePerProcess) {
+  for (const std::string plugin : {"custom_ar", "dma_ring_v2"}) {
+    for (int world : {2, 3, 4}) {
+      SCOPED_TRACE(absl::StrFormat("%s over %d processes", plugin, world));
+      const std::string out = FindingsPath();
+      const LaunchResult r =
+          Launch(world, {"plugin", std::to_string(world),
+                         absl::StrFormat("%s/%s.so", EXAMPLES_DIR, plugin), "6", out});
+      EXPECT_TRUE(r.ok()) << r.failure;
+      ASSERT_EQ(r.ranks.size(), static_cast<size_t>(world));
+      for (const RankEnd& end : r.ranks) EXPECT_TRUE(end.ok()) << end.Describe();
+      EXPECT_EQ(ReadFile(out), "");
+    }
+  }
+}
+
+// What only a rank's own host sees reaches rank 0: registered_input_leak opens its peers' inputs
+// every call and never closes them, so every rank's mappings grow (resource_growth, at the 16th
+// growth in a row) and are still held at destroy (resource_leak), each finding naming its rank.
+TEST(PluginProcessTest, EveryRanksLeakAndGrowthReachRankZero) {
+  const std::string out = FindingsPath();
+  const LaunchResult r = Launch(
+      3, {"plugin", "3", absl::StrFormat("%s/registered_input_leak.so", EXAMPLES_DIR), "20", out});
+  EXPECT_TRUE(r.ok()) << r.failure;
+  const std::string findings = ReadFile(out);
+  std::vector<std::string> lines = absl::StrSplit(findings, '\n', absl::SkipEmpty());
+  std::vector<std::string> heads;
+  for (const std::string& line : lines) heads.push_back(line.substr(0, line.find(':')));
+  const std::vector<std::string> want = {"resource_growth 0", "resource_growth 1",
+                                         "resource_growth 2", "resource_leak 0",
+                                         "resource_leak 1",   "resource_leak 2"};
+  EXPECT_EQ(heads, want) << findings;
+  for (int rank = 0; rank < 3; ++rank) {
+    // Every call opens the 2 peers' inputs: the 16th growth in a row is the 16th call's.
+    const std::string growth = absl::StrFormat(
+        "resource_growth %d: plugin 'registered_input_leak' rank %d holds more after each of the "
+        "last 16 calls (through all_reduce call 16 (",
+        rank, rank);
+    EXPECT_NE(findings.find(growth), std::string::npos) << growth << "\n" << findings;
+    const std::string leak = absl::StrFormat(
+        "resource_leak %d: plugin 'registered_input_leak' rank %d still holds after destroy: 40 "
+        "IPC mapping(s)",
+        rank, rank);
+    EXPECT_NE(findings.find(leak), std::string::npos) << leak << "\n" << findings;
+  }
+}
+
+// Rank 1's create fails before the handle exchange, while ranks 0 and 2 wait in its allgather:
+// every process ends (the bootstrap tells the waiting ones), rank 1 says why, the others name
+// rank 1, and nothing hangs.
+TEST(PluginProcessTest, ACreateThatFailsOnOneRankEndsEveryProcessNamingIt) {
+  const Clock::time_point start = Clock::now();
+  CapturedStderr captured;
+  const LaunchResult r =
+      Launch(3, {"plugin", "3", absl::StrFormat("%s/spmd_create_fails_on_rank_1.so", TEST_PLUGINS_DIR),
+                 "3", FindingsPath()});
+  const std::string err = captured.Take();
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 15);
+  EXPECT_FALSE(r.ok());
+  ASSERT_EQ(r.ranks.size(), 3u);
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_EQ(r.ranks[rank].how, RankEnd::How::kExited) << rank << " " << r.ranks[rank].Describe();
+    EXPECT_EQ(r.ranks[rank].exit_status, 2) << rank;
+  }
+  const std::string own =
+      "rank 1: INVALID_ARGUMENT: plugin " TEST_PLUGINS_DIR
+      "/spmd_create_fails_on_rank_1.so: create failed: plugin 'abi_v2_case' rank 1 failed create: "
+      "rank 1 refuses to start (test case)";
+  EXPECT_NE(err.find(own), std::string::npos) << "no \"" << own << "\" in:\n" << err;
+  for (int rank : {0, 2}) {
+    const std::string line = absl::StrFormat(
+        "rank %d: INVALID_ARGUMENT: plugin %s/spmd_create_fails_on_rank_1.so: create failed: "
+        "plugin 'abi_v2_case' rank %d failed create: allgather: ",
+        rank, TEST_PLUGINS_DIR, rank);
+    const size_t at = err.find(line);
+    ASSERT_NE(at, std::string::npos) << "no \"" << line << "\" in:\n" << err;
+    const std::string rest = err.substr(at + line.size(), err.find('\n', at) - at - line.size());
+    EXPECT_NE(rest.find("rank 1"), std::string::npos) << rest;
+  }
 }
 
 }  // namespace

@@ -5,16 +5,24 @@
 // Every allocation is a memfd of its own, mapped into this process. Its IPC handle names the
 // exporting process and the memfd's number; a peer process opens the memfd through
 // /proc/<pid>/fd/<fd> and maps it, so both see the same bytes, as two GPUs do through CUDA IPC.
-// All work is synchronous: a copy is a memcpy done at once, streams and events only get numbers.
-// Every range given to Copy, Read or Write must lie inside a live allocation or an open mapping.
-// Reduce and the flag kernels are not offered.
+// Work is queued per stream, in order, and run by the host whenever it enqueues, waits or
+// touches memory: an operation runs once the ones before it on its stream ran, a flag wait once
+// the flag (in shared memory, so a peer process may set it) reached its value, an event wait once
+// the event's record ran. So a stream waiting for a peer does not hold up this process's other
+// streams, as on a GPU. Synchronize (and host Read and Write) run the queues until they are
+// empty, failing after a few seconds with the flag that never came instead of hanging. Every
+// range given to an operation must lie inside a live allocation or an open mapping. Reduce takes
+// plain operands (no block codecs).
 #ifndef DMALAB_TESTS_TOOLS_SHM_IPC_DEVICE_H_
 #define DMALAB_TESTS_TOOLS_SHM_IPC_DEVICE_H_
 
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -54,7 +62,13 @@ class ShmIpcDevice : public Device {
   absl::Status WaitFlag(StreamId stream, const MemRef& expected, const MemRef& flag,
                         std::string_view label) override;
 
-  absl::Status Synchronize() override { return absl::OkStatus(); }
+  absl::Status WriteValue(StreamId stream, const MemRef& dst, uint64_t value,
+                          std::string_view label) override;
+  absl::Status WaitValue(StreamId stream, const MemRef& flag, uint64_t value,
+                         std::string_view label) override;
+
+  absl::Status Synchronize() override;
+  absl::StatusOr<bool> RankIdle(int rank) override;
   absl::Status Write(const MemRef& dst, absl::Span<const uint8_t> bytes) override;
   absl::Status Read(const MemRef& src, absl::Span<uint8_t> bytes) override;
 
@@ -81,6 +95,19 @@ class ShmIpcDevice : public Device {
   absl::Status CheckRange(const MemRef& m, std::string_view what) const;
   // OK when `stream` is a stream of this device.
   absl::Status CheckStream(StreamId stream, std::string_view what) const;
+
+  // A queued operation: runs when it can (true), or says it must wait (false).
+  using Op = std::function<bool()>;
+  // Queues `op` on `stream` (`label` names it when it never runs) and runs what can run.
+  absl::Status Enqueue(StreamId stream, std::string_view label, Op op);
+  // Runs queued operations until none can run; true when every queue is empty.
+  bool Progress();
+  // Runs the queues until they are empty; DeadlineExceeded naming what waits after a while.
+  absl::Status Drain(std::string_view what);
+
+  std::map<int32_t, std::deque<std::pair<std::string, Op>>> queues_;  // by stream
+  std::vector<uint64_t> event_recorded_;  // by event: records run so far
+  std::vector<uint64_t> event_pending_;   // by event: records enqueued so far
 
   std::map<uint64_t, Region> allocations_;  // by address
   std::map<uint64_t, Region> mappings_;     // by address
