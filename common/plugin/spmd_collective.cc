@@ -103,8 +103,8 @@ SpmdCollective::SpmdCollective(Device* device, std::unique_ptr<PluginLibrary> li
     here_ = {process->rank()};
     return;
   }
-  threads_ = std::make_unique<RankThreads>(device->world_size(),
-                                           device->seed() ^ 0x686f73745f727566ull);
+  threads_ =
+      std::make_unique<RankThreads>(device->world_size(), device->seed() ^ 0x686f73745f727566ull);
   thread_bootstrap_ = std::make_unique<ThreadBootstrap>(threads_.get());
   host_.device = device;
   host_.threads = threads_.get();
@@ -293,7 +293,7 @@ absl::Status SpmdCollective::Agree(absl::Status local, std::string_view what) {
   if (process_ == nullptr) return local;
   std::string blob;
   PutU32(blob, static_cast<uint32_t>(local.code()));
-  PutText(blob, local.message());
+  PutText(blob, std::string(local.message()));
   PutU32(blob, static_cast<uint32_t>(findings_.findings.size() - agreed_));
   for (size_t i = agreed_; i < findings_.findings.size(); ++i) {
     const DeviceFinding& f = findings_.findings[i];
@@ -325,9 +325,9 @@ absl::Status SpmdCollective::Agree(absl::Status local, std::string_view what) {
   for (uint64_t n : sizes) most = std::max(most, n);
   blob.resize(most);
   std::vector<uint8_t> all(most * world);
-  if (absl::Status s = b->AllGather(
-          me, absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(blob.data()), most),
-          absl::MakeSpan(all));
+  if (absl::Status s =
+          b->AllGather(me, absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(blob.data()), most),
+                       absl::MakeSpan(all));
       !s.ok()) {
     return lost(s);
   }
@@ -395,11 +395,14 @@ absl::StatusOr<std::vector<TensorView>> SpmdCollective::AllReduce(
     absl::StatusOr<dmalab_tensor> t = Describe(inputs[r], absl::StrFormat("inputs[%d]", r));
     if (!t.ok()) return t.status();
   }
+  // The views live through the call: the described tensors point to their shapes.
+  std::vector<TensorView> own(world);
   for (int r : here_) {
-    absl::StatusOr<TensorView> own = Own(inputs[r]);
-    if (!own.ok()) return own.status();
-    in[r] = *Describe(*own, "");
-    ranks_[r]->Handed(own->mem);
+    absl::StatusOr<TensorView> v = Own(inputs[r]);
+    if (!v.ok()) return v.status();
+    own[r] = *std::move(v);
+    in[r] = *Describe(own[r], "");
+    ranks_[r]->Handed(own[r].mem);
   }
   std::vector<dmalab_mem> results(world);
   absl::Status s = OnEveryRank(
@@ -460,15 +463,19 @@ absl::Status SpmdCollective::AllReduce(absl::Span<const TensorView> inputs,
     absl::StatusOr<dmalab_tensor> o = Describe(outs[r], absl::StrFormat("outs[%d]", r));
     if (!o.ok()) return o.status();
   }
+  // The views live through the call: the described tensors point to their shapes.
+  std::vector<TensorView> own_in(world), own_out(world);
   for (int r : here_) {
-    absl::StatusOr<TensorView> own_in = Own(inputs[r]);
-    if (!own_in.ok()) return own_in.status();
-    absl::StatusOr<TensorView> own_out = Own(outs[r]);
-    if (!own_out.ok()) return own_out.status();
-    in[r] = *Describe(*own_in, "");
-    out[r] = *Describe(*own_out, "");
-    ranks_[r]->Handed(own_in->mem);
-    ranks_[r]->Handed(own_out->mem);
+    absl::StatusOr<TensorView> i = Own(inputs[r]);
+    if (!i.ok()) return i.status();
+    absl::StatusOr<TensorView> o = Own(outs[r]);
+    if (!o.ok()) return o.status();
+    own_in[r] = *std::move(i);
+    own_out[r] = *std::move(o);
+    in[r] = *Describe(own_in[r], "");
+    out[r] = *Describe(own_out[r], "");
+    ranks_[r]->Handed(own_in[r].mem);
+    ranks_[r]->Handed(own_out[r].mem);
   }
   absl::Status s = OnEveryRank(
       call, [&](int r) { return plugin_->all_reduce_into(states_[r], &in[r], &out[r]); });

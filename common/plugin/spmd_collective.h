@@ -76,8 +76,8 @@ class SpmdCollective : public Collective {
   void AddFinding(std::string checker, int rank, std::string detail);
 
   Device* device_;
-  SpmdProcess* process_;                     // null: every rank runs here
-  std::unique_ptr<RankDevice> rank_device_;  // a rank process's: the local device as its rank
+  SpmdProcess* process_;                           // null: every rank runs here
+  std::unique_ptr<RankDevice> rank_device_;        // a rank process's: the local device as its rank
   std::shared_ptr<struct SpmdContexts> contexts_;  // what the C tables point into
   std::unique_ptr<PluginLibrary> lib_;
   const dmalab_plugin_v2* plugin_;
@@ -85,7 +85,7 @@ class SpmdCollective : public Collective {
   std::unique_ptr<RankThreads> threads_;
   std::unique_ptr<ThreadBootstrap> thread_bootstrap_;
   SpmdHost host_;
-  std::vector<int> here_;                       // the ranks whose instances run here
+  std::vector<int> here_;                        // the ranks whose instances run here
   std::vector<std::unique_ptr<RankApi>> ranks_;  // by rank; null for a rank not run here
   std::vector<dmalab_bootstrap> bootstrap_tables_;
   std::vector<void*> states_;

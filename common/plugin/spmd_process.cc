@@ -69,8 +69,8 @@ absl::Status RankDevice::Reduce(StreamId stream, DType dtype, const Operand& dst
   return local_->Reduce(stream, dtype, Operand{*d, dst.codec}, local_terms, elems, label);
 }
 
-absl::Status RankDevice::SignalFlag(StreamId stream, const MemRef& counter,
-                                    const MemRef& peer_flag, std::string_view label) {
+absl::Status RankDevice::SignalFlag(StreamId stream, const MemRef& counter, const MemRef& peer_flag,
+                                    std::string_view label) {
   absl::StatusOr<MemRef> c = Down(counter, label);
   if (!c.ok()) return c.status();
   absl::StatusOr<MemRef> f = Down(peer_flag, label);

@@ -28,9 +28,9 @@
 #include "common/core/device.h"
 #include "common/core/device_finding.h"
 #include "common/core/tensor.h"
+#include "common/plugin/spmd_process.h"
 #include "common/ring/faults.h"
 #include "common/scenario/scenario.h"
-#include "common/plugin/spmd_process.h"
 
 namespace dmalab {
 

@@ -113,9 +113,9 @@ absl::Status LockstepDevice::Free(const MemRef& allocation) {
 
 absl::StatusOr<MemRef> LockstepDevice::ToLocal(const MemRef& m) const {
   if (m.rank != me_) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "to_local: [0x%x, +%d) is rank %d's memory; this instance runs rank %d", m.addr, m.bytes,
-        m.rank, me_));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("to_local: [0x%x, +%d) is rank %d's memory; this instance runs rank %d",
+                        m.addr, m.bytes, m.rank, me_));
   }
   return MemRef{local_rank_, m.addr, m.bytes, m.alloc_id, m.via_mapping};
 }
@@ -130,16 +130,16 @@ absl::StatusOr<MemRef> LockstepDevice::Adopt(int rank, const MemRef& local) {
     uint64_t ok = 0, addr = 0, bytes = 0, alloc_id = 0;
   } wire;
   if (rank == me_) {
-    const bool fit = local.rank == local_rank_ && local.bytes > 0 &&
-                     !allocations_.contains({rank, local.addr});
+    const bool fit =
+        local.rank == local_rank_ && local.bytes > 0 && !allocations_.contains({rank, local.addr});
     wire = Wire{fit ? 1u : 0u, local.addr, local.bytes, local.alloc_id};
   }
-  DMALAB_RETURN_IF_ERROR(exchange_->Broadcast(
-      rank, absl::MakeSpan(reinterpret_cast<uint8_t*>(&wire), sizeof(wire))));
+  DMALAB_RETURN_IF_ERROR(
+      exchange_->Broadcast(rank, absl::MakeSpan(reinterpret_cast<uint8_t*>(&wire), sizeof(wire))));
   if (wire.ok == 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "adopt: rank %d's [0x%x, +%d) is no fresh allocation of its local device", rank,
-        wire.addr, wire.bytes));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("adopt: rank %d's [0x%x, +%d) is no fresh allocation of its local device",
+                        rank, wire.addr, wire.bytes));
   }
   Allocation a;
   a.rank = rank;

@@ -45,9 +45,9 @@
 #include "absl/strings/str_format.h"
 #include "common/core/device.h"
 #include "common/core/tensor.h"
+#include "common/plugin/open_collective.h"
 #include "common/plugin/socket_bootstrap.h"
 #include "common/spmd/bootstrap_exchange.h"
-#include "common/plugin/open_collective.h"
 #include "common/spmd/lockstep_device.h"
 #include "common/spmd/lockstep_process.h"
 #include "tests/tools/shm_ipc_device.h"
@@ -221,7 +221,8 @@ absl::Status PluginCalls(const dmalab::RankEnv& env, const std::string& path, in
   params.max_bytes = static_cast<uint64_t>(big) * 4;
   params.dtype = dmalab::DType::kFP32;
   params.process = &process;
-  absl::StatusOr<std::unique_ptr<dmalab::Collective>> ar = dmalab::OpenCollective(&dev, path, params);
+  absl::StatusOr<std::unique_ptr<dmalab::Collective>> ar =
+      dmalab::OpenCollective(&dev, path, params);
   if (!ar.ok()) return ar.status();
   const auto tensors = [&](int64_t n, const char* tag) -> absl::StatusOr<std::vector<TensorView>> {
     std::vector<TensorView> v;
@@ -272,8 +273,8 @@ absl::Status PluginCalls(const dmalab::RankEnv& env, const std::string& path, in
         for (int q = 0; q < w; ++q) want += Input(call, q, i);
         if (got[i] != want) {
           return absl::DataLossError(absl::StrFormat(
-              "call %d (form %d, %d elements): rank %d's element %d is %g, expected %g", call,
-              form, n, r, i, got[i], want));
+              "call %d (form %d, %d elements): rank %d's element %d is %g, expected %g", call, form,
+              n, r, i, got[i], want));
         }
       }
     }
@@ -384,7 +385,8 @@ int main(int argc, char** argv) {
   if (mode == "allgather-segv") return AllGathers(*env, target);
   if (mode == "lockstep" && argc > 2) return Lockstep(*env, target, -1);
   if (mode == "lockstep-exit" && argc > 3) return Lockstep(*env, target, std::atoi(argv[3]));
-  if (mode == "plugin" && argc > 5) return Plugin(*env, target, argv[3], std::atoi(argv[4]), argv[5]);
+  if (mode == "plugin" && argc > 5)
+    return Plugin(*env, target, argv[3], std::atoi(argv[4]), argv[5]);
   std::fprintf(stderr, "rank_program: unknown mode \"%s\"\n", mode.c_str());
   return 11;
 }

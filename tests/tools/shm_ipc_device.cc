@@ -9,8 +9,8 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <string>
 #include <memory>
+#include <string>
 #include <thread>
 
 #include "absl/strings/str_format.h"
@@ -254,8 +254,8 @@ absl::Status ShmIpcDevice::Reduce(StreamId stream, DType dtype, const Operand& d
   if (absl::Status s = CheckStream(stream, label); !s.ok()) return s;
   const uint64_t bytes = static_cast<uint64_t>(elems) * DTypeBytes(dtype);
   if (elems < 0 || terms.empty() || dst.mem.bytes < bytes) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: %d elements of %d terms into %d bytes", label, elems, terms.size(), dst.mem.bytes));
+    return absl::InvalidArgumentError(absl::StrFormat("%s: %d elements of %d terms into %d bytes",
+                                                      label, elems, terms.size(), dst.mem.bytes));
   }
   std::vector<MemRef> in;
   for (const Operand& t : terms) {
