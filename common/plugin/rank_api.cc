@@ -1,7 +1,6 @@
 #include "common/plugin/rank_api.h"
 
 #include <cstring>
-#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -425,17 +424,15 @@ absl::Status RankApi::SyncRank() {
   Device* d = device();
   // A deterministic device (the simulator) progresses only when a host enqueues: wait for
   // another rank's host call. A real GPU progresses by itself: just let the others run.
+  // A rank process: the peers are other processes that progress by themselves, and the device is
+  // this rank's alone; its Synchronize waits, bounded by the device (a flag that never comes is
+  // its error, not a hang).
+  if (host_->threads == nullptr) return d->Synchronize();
   const bool simulated = d->seed() != 0 || d->name() == "sim";
   while (true) {
     absl::StatusOr<bool> idle = d->RankIdle(rank_);
     if (!idle.ok()) return idle.status();
     if (*idle) return absl::OkStatus();
-    if (host_->threads == nullptr) {
-      // A rank process: the peers are other processes; its own device completes what waits
-      // for them.
-      std::this_thread::yield();
-      continue;
-    }
     if (!simulated) {
       host_->threads->Yield(rank_);
       continue;

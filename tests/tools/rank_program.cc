@@ -25,6 +25,11 @@
 //                      findings to OUT, one "checker rank: detail" line each. Exit 0; 12 when
 //                      not launched as W processes; 13 on a wrong element or a failed call; 2
 //                      when the collective could not be created (the error on stderr)
+//   replay W SCENARIO PATH OUT
+//                      W processes replay SCENARIO with the ABI v2 plugin at PATH, one instance
+//                      per process, on the same lockstep device: the replay engine as a --procs
+//                      run drives it. Rank 0 writes the report's text to OUT. Exit 0 (whatever
+//                      the verdict); 12 when not launched as W processes; 13 on an error
 #include <signal.h>
 #include <unistd.h>
 
@@ -47,6 +52,9 @@
 #include "common/core/tensor.h"
 #include "common/plugin/open_collective.h"
 #include "common/plugin/socket_bootstrap.h"
+#include "common/scenario/replay.h"
+#include "common/scenario/report.h"
+#include "common/scenario/scenario_loader.h"
 #include "common/spmd/bootstrap_exchange.h"
 #include "common/spmd/lockstep_device.h"
 #include "common/spmd/lockstep_process.h"
@@ -309,6 +317,32 @@ int Plugin(const dmalab::RankEnv& env, int expected_world, const std::string& pa
   return absl::StrContains(s.message(), "create failed") ? 2 : 13;
 }
 
+// The replay mode (see the top).
+absl::Status ReplayScenario(const dmalab::RankEnv& env, const std::string& scenario_path,
+                            const std::string& path, const std::string& out_path) {
+  absl::StatusOr<dmalab::Scenario> scenario = dmalab::LoadScenarioFile(scenario_path);
+  if (!scenario.ok()) return scenario.status();
+  dmalab::SocketBootstrapOptions o;
+  o.rank = env.rank;
+  o.world = env.world;
+  o.address = env.bootstrap;
+  o.connect_timeout = absl::Seconds(5);
+  o.op_timeout = absl::Seconds(10);
+  absl::StatusOr<std::unique_ptr<dmalab::SocketBootstrap>> b = dmalab::SocketBootstrap::Connect(o);
+  if (!b.ok()) return b.status();
+  dmalab::ShmIpcDevice shm;
+  dmalab::BootstrapExchange exchange(b->get());
+  dmalab::LockstepDevice dev(&shm, /*local_rank=*/0, &exchange, "lockstep-shm");
+  dmalab::LockstepProcess process(&dev, &shm, b->get());
+  dmalab::ReplayOptions options;
+  options.collective = path;
+  options.spmd_process = &process;
+  absl::StatusOr<dmalab::ReplayReport> report = dmalab::Replay(*scenario, &dev, options);
+  if (!report.ok()) return report.status();
+  if (env.rank == 0) std::ofstream(out_path) << dmalab::FormatReportText(*report);
+  return absl::OkStatus();
+}
+
 // The lockstep modes: `expected_world` processes, of which rank `exit_rank` (if any) dies.
 int Lockstep(const dmalab::RankEnv& env, int expected_world, int exit_rank) {
   if (env.world != expected_world) {
@@ -385,6 +419,17 @@ int main(int argc, char** argv) {
   if (mode == "allgather-segv") return AllGathers(*env, target);
   if (mode == "lockstep" && argc > 2) return Lockstep(*env, target, -1);
   if (mode == "lockstep-exit" && argc > 3) return Lockstep(*env, target, std::atoi(argv[3]));
+  if (mode == "replay" && argc > 5) {
+    if (env->world != target) {
+      std::fprintf(stderr, "rank %d: launched as one of %d processes, the program expects %d\n",
+                   env->rank, env->world, target);
+      return 12;
+    }
+    const absl::Status s = ReplayScenario(*env, argv[3], argv[4], argv[5]);
+    if (s.ok()) return 0;
+    std::fprintf(stderr, "rank %d: %s\n", env->rank, s.ToString().c_str());
+    return 13;
+  }
   if (mode == "plugin" && argc > 5)
     return Plugin(*env, target, argv[3], std::atoi(argv[4]), argv[5]);
   std::fprintf(stderr, "rank_program: unknown mode \"%s\"\n", mode.c_str());

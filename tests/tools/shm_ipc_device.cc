@@ -61,7 +61,15 @@ const Region* Holding(const std::map<uint64_t, Region>& regions, uint64_t addr, 
 
 }  // namespace
 
+ShmIpcDevice::ShmIpcDevice() : engine_([this] { Engine(); }) {}
+
 ShmIpcDevice::~ShmIpcDevice() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  work_.notify_one();
+  engine_.join();
   for (auto& [addr, r] : mappings_) ::munmap(r.base, r.bytes);
   for (auto& [addr, r] : allocations_) {
     ::munmap(r.base, r.bytes);
@@ -70,6 +78,7 @@ ShmIpcDevice::~ShmIpcDevice() {
 }
 
 absl::StatusOr<MemRef> ShmIpcDevice::Allocate(int rank, uint64_t bytes, std::string_view tag) {
+  std::unique_lock<std::mutex> lock(mu_);
   if (rank != 0) {
     return absl::InvalidArgumentError(
         absl::StrFormat("allocate '%s': rank is %d; the shm device has only rank 0", tag, rank));
@@ -102,6 +111,7 @@ absl::StatusOr<MemRef> ShmIpcDevice::Allocate(int rank, uint64_t bytes, std::str
 }
 
 absl::Status ShmIpcDevice::Free(const MemRef& allocation) {
+  std::unique_lock<std::mutex> lock(mu_);
   auto it = allocations_.find(allocation.addr);
   if (allocation.rank != 0 || it == allocations_.end()) {
     return absl::InvalidArgumentError(
@@ -109,7 +119,7 @@ absl::Status ShmIpcDevice::Free(const MemRef& allocation) {
                         allocation.addr, allocation.rank));
   }
   // As cudaFree, after the work that may still use it.
-  if (absl::Status s = Drain("free"); !s.ok()) return s;
+  if (absl::Status s = Drain(lock, "free"); !s.ok()) return s;
   ::munmap(it->second.base, it->second.bytes);
   ::close(it->second.fd);
   allocations_.erase(it);
@@ -120,6 +130,7 @@ StreamId ShmIpcDevice::ComputeStream(int rank) { return rank == 0 ? StreamId(0) 
 
 absl::StatusOr<StreamId> ShmIpcDevice::CreateStream(int rank, StreamKind /*kind*/,
                                                     std::string_view name) {
+  std::unique_lock<std::mutex> lock(mu_);
   if (rank != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "create_stream '%s': rank is %d; the shm device has only rank 0", name, rank));
@@ -128,6 +139,7 @@ absl::StatusOr<StreamId> ShmIpcDevice::CreateStream(int rank, StreamKind /*kind*
 }
 
 absl::StatusOr<EventId> ShmIpcDevice::CreateEvent(int rank) {
+  std::unique_lock<std::mutex> lock(mu_);
   if (rank != 0) {
     return absl::InvalidArgumentError(
         absl::StrFormat("create_event: rank is %d; the shm device has only rank 0", rank));
@@ -140,6 +152,7 @@ absl::StatusOr<EventId> ShmIpcDevice::CreateEvent(int rank) {
 absl::Status ShmIpcDevice::Enqueue(StreamId stream, std::string_view label, Op op) {
   queues_[stream.value()].emplace_back(std::string(label), std::move(op));
   Progress();
+  work_.notify_one();
   return absl::OkStatus();
 }
 
@@ -160,7 +173,7 @@ bool ShmIpcDevice::Progress() {
   return true;
 }
 
-absl::Status ShmIpcDevice::Drain(std::string_view what) {
+absl::Status ShmIpcDevice::Drain(std::unique_lock<std::mutex>& lock, std::string_view what) {
   const auto start = std::chrono::steady_clock::now();
   while (!Progress()) {
     if (std::chrono::steady_clock::now() - start > kDrainLimit) {
@@ -172,14 +185,32 @@ absl::Status ShmIpcDevice::Drain(std::string_view what) {
             q.front().first));
       }
     }
+    lock.unlock();
     std::this_thread::sleep_for(std::chrono::microseconds(50));
+    lock.lock();
   }
   return absl::OkStatus();
 }
 
-absl::Status ShmIpcDevice::Synchronize() { return Drain("synchronize"); }
+void ShmIpcDevice::Engine() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    if (Progress()) {
+      work_.wait(lock);  // until something is enqueued, or the end
+    } else {
+      // Blocked on a flag a peer process sets: look again soon, as a spinning kernel does.
+      work_.wait_for(lock, std::chrono::microseconds(50));
+    }
+  }
+}
+
+absl::Status ShmIpcDevice::Synchronize() {
+  std::unique_lock<std::mutex> lock(mu_);
+  return Drain(lock, "synchronize");
+}
 
 absl::StatusOr<bool> ShmIpcDevice::RankIdle(int rank) {
+  std::unique_lock<std::mutex> lock(mu_);
   if (rank != 0) {
     return absl::InvalidArgumentError(
         absl::StrFormat("rank_idle: rank is %d; the shm device has only rank 0", rank));
@@ -197,6 +228,7 @@ absl::Status ShmIpcDevice::CheckStream(StreamId stream, std::string_view what) c
 
 // A record is numbered when enqueued; a wait waits for the records enqueued before it to run.
 absl::Status ShmIpcDevice::RecordEvent(EventId event, StreamId stream) {
+  std::unique_lock<std::mutex> lock(mu_);
   if (event.value() < 0 || event.value() >= next_event_) {
     return absl::InvalidArgumentError(
         absl::StrFormat("record_event: event %d is not an event of the shm device", event));
@@ -211,6 +243,7 @@ absl::Status ShmIpcDevice::RecordEvent(EventId event, StreamId stream) {
 }
 
 absl::Status ShmIpcDevice::WaitEvent(StreamId stream, EventId event) {
+  std::unique_lock<std::mutex> lock(mu_);
   if (event.value() < 0 || event.value() >= next_event_) {
     return absl::InvalidArgumentError(
         absl::StrFormat("wait_event: event %d is not an event of the shm device", event));
@@ -233,6 +266,7 @@ absl::Status ShmIpcDevice::CheckRange(const MemRef& m, std::string_view what) co
 
 absl::Status ShmIpcDevice::Copy(StreamId stream, const MemRef& dst, const MemRef& src,
                                 std::string_view label) {
+  std::unique_lock<std::mutex> lock(mu_);
   if (absl::Status s = CheckStream(stream, label); !s.ok()) return s;
   if (absl::Status s = CheckRange(dst, absl::StrFormat("%s dst", label)); !s.ok()) return s;
   if (absl::Status s = CheckRange(src, absl::StrFormat("%s src", label)); !s.ok()) return s;
@@ -251,6 +285,7 @@ absl::Status ShmIpcDevice::Copy(StreamId stream, const MemRef& dst, const MemRef
 absl::Status ShmIpcDevice::Reduce(StreamId stream, DType dtype, const Operand& dst,
                                   absl::Span<const Operand> terms, int64_t elems,
                                   std::string_view label) {
+  std::unique_lock<std::mutex> lock(mu_);
   if (absl::Status s = CheckStream(stream, label); !s.ok()) return s;
   const uint64_t bytes = static_cast<uint64_t>(elems) * DTypeBytes(dtype);
   if (elems < 0 || terms.empty() || dst.mem.bytes < bytes) {
@@ -292,6 +327,7 @@ absl::Status ShmIpcDevice::Reduce(StreamId stream, DType dtype, const Operand& d
 
 absl::Status ShmIpcDevice::SignalFlag(StreamId stream, const MemRef& counter,
                                       const MemRef& peer_flag, std::string_view label) {
+  std::unique_lock<std::mutex> lock(mu_);
   if (absl::Status s = CheckStream(stream, label); !s.ok()) return s;
   if (absl::Status s = CheckRange(counter.Slice(0, 8), label); !s.ok()) return s;
   if (absl::Status s = CheckRange(peer_flag.Slice(0, 8), label); !s.ok()) return s;
@@ -304,6 +340,7 @@ absl::Status ShmIpcDevice::SignalFlag(StreamId stream, const MemRef& counter,
 
 absl::Status ShmIpcDevice::WaitFlag(StreamId stream, const MemRef& expected, const MemRef& flag,
                                     std::string_view label) {
+  std::unique_lock<std::mutex> lock(mu_);
   if (absl::Status s = CheckStream(stream, label); !s.ok()) return s;
   if (absl::Status s = CheckRange(expected.Slice(0, 8), label); !s.ok()) return s;
   if (absl::Status s = CheckRange(flag.Slice(0, 8), label); !s.ok()) return s;
@@ -317,6 +354,7 @@ absl::Status ShmIpcDevice::WaitFlag(StreamId stream, const MemRef& expected, con
 
 absl::Status ShmIpcDevice::WriteValue(StreamId stream, const MemRef& dst, uint64_t value,
                                       std::string_view label) {
+  std::unique_lock<std::mutex> lock(mu_);
   if (absl::Status s = CheckStream(stream, label); !s.ok()) return s;
   if (absl::Status s = CheckRange(dst.Slice(0, 8), label); !s.ok()) return s;
   return Enqueue(stream, label, [dst, value] {
@@ -327,6 +365,7 @@ absl::Status ShmIpcDevice::WriteValue(StreamId stream, const MemRef& dst, uint64
 
 absl::Status ShmIpcDevice::WaitValue(StreamId stream, const MemRef& flag, uint64_t value,
                                      std::string_view label) {
+  std::unique_lock<std::mutex> lock(mu_);
   if (absl::Status s = CheckStream(stream, label); !s.ok()) return s;
   if (absl::Status s = CheckRange(flag.Slice(0, 8), label); !s.ok()) return s;
   return Enqueue(stream, label,
@@ -334,8 +373,9 @@ absl::Status ShmIpcDevice::WaitValue(StreamId stream, const MemRef& flag, uint64
 }
 
 absl::Status ShmIpcDevice::Write(const MemRef& dst, absl::Span<const uint8_t> bytes) {
+  std::unique_lock<std::mutex> lock(mu_);
   if (absl::Status s = CheckRange(dst, "write"); !s.ok()) return s;
-  if (absl::Status s = Drain("write"); !s.ok()) return s;
+  if (absl::Status s = Drain(lock, "write"); !s.ok()) return s;
   if (bytes.size() != dst.bytes) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "write: dst is %d bytes, data is %d; they must match", dst.bytes, bytes.size()));
@@ -345,8 +385,9 @@ absl::Status ShmIpcDevice::Write(const MemRef& dst, absl::Span<const uint8_t> by
 }
 
 absl::Status ShmIpcDevice::Read(const MemRef& src, absl::Span<uint8_t> bytes) {
+  std::unique_lock<std::mutex> lock(mu_);
   if (absl::Status s = CheckRange(src, "read"); !s.ok()) return s;
-  if (absl::Status s = Drain("read"); !s.ok()) return s;
+  if (absl::Status s = Drain(lock, "read"); !s.ok()) return s;
   if (bytes.size() != src.bytes) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "read: src is %d bytes, buffer is %d; they must match", src.bytes, bytes.size()));
@@ -358,6 +399,7 @@ absl::Status ShmIpcDevice::Read(const MemRef& src, absl::Span<uint8_t> bytes) {
 }
 
 absl::StatusOr<IpcHandle> ShmIpcDevice::ExportMemory(const MemRef& allocation) {
+  std::unique_lock<std::mutex> lock(mu_);
   auto it = allocations_.find(allocation.addr);
   if (allocation.rank != 0 || it == allocations_.end()) {
     return absl::InvalidArgumentError(
@@ -375,6 +417,7 @@ absl::StatusOr<IpcHandle> ShmIpcDevice::ExportMemory(const MemRef& allocation) {
 }
 
 absl::StatusOr<MemRef> ShmIpcDevice::OpenMemory(int rank, const IpcHandle& handle) {
+  std::unique_lock<std::mutex> lock(mu_);
   if (rank != 0) {
     return absl::InvalidArgumentError(
         absl::StrFormat("open: rank is %d; the shm device has only rank 0", rank));
@@ -408,6 +451,7 @@ absl::StatusOr<MemRef> ShmIpcDevice::OpenMemory(int rank, const IpcHandle& handl
 }
 
 absl::Status ShmIpcDevice::CloseMemory(const MemRef& mapping) {
+  std::unique_lock<std::mutex> lock(mu_);
   auto it = mappings_.find(mapping.addr);
   if (mapping.rank != 0 || it == mappings_.end()) {
     return absl::InvalidArgumentError(
@@ -415,13 +459,14 @@ absl::Status ShmIpcDevice::CloseMemory(const MemRef& mapping) {
                         "twice, or never opened?)",
                         mapping.addr, mapping.rank));
   }
-  if (absl::Status s = Drain("close"); !s.ok()) return s;
+  if (absl::Status s = Drain(lock, "close"); !s.ok()) return s;
   ::munmap(it->second.base, it->second.bytes);
   mappings_.erase(it);
   return absl::OkStatus();
 }
 
 int64_t ShmIpcDevice::LiveAllocations(int rank) const {
+  std::unique_lock<std::mutex> lock(mu_);
   return rank == 0 ? static_cast<int64_t>(allocations_.size()) : -1;
 }
 
