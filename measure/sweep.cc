@@ -193,6 +193,7 @@ absl::StatusOr<std::vector<SweepRow>> RunSweep(Device& device, const DeviceClock
     params.dtype = o.dtype;
     params.wire = o.wire;
     params.pieces = o.pieces;
+    params.process = o.spmd_process;
     ar = OpenCollective(&device, o.collective, params);
   }
   if (!ar.ok()) return ar.status();

@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "common/core/device.h"
 #include "common/core/dtype.h"
+#include "common/plugin/spmd_process.h"
 #include "common/ring/wire.h"
 #include "measure/device_timer.h"
 
@@ -36,6 +37,9 @@ struct SweepOptions {
   // is timed eagerly (no -G: graph mode replays the ring's own graph cache) and beside the DMA
   // ring's speed of light at the same size, a reference for what the copy engines can do.
   std::string collective = "ring";
+  // Set in a rank process of --procs: an ABI v2 plugin runs its own rank's instance only
+  // (CollectiveParams::process).
+  SpmdProcess* spmd_process = nullptr;
 };
 
 // One mode (out of place or in place) at one size.

@@ -86,13 +86,10 @@ int RunDemoCommand(const DemoCommand& c) {
       return fail(absl::InvalidArgumentError(absl::StrFormat(
           "--procs is %d and --ranks %d; --procs starts one process per rank", c.procs, world)));
     }
-    if (!ring) {
-      return fail(absl::InvalidArgumentError(absl::StrFormat(
-          "--procs runs the built-in ring (--collective=ring); a plugin's instances run in one "
-          "process ('%s')",
-          c.run.collective)));
+    if (!InRankProcess()) {
+      if (absl::Status s = CheckProcsCollective(c.run.collective); !s.ok()) return fail(s);
+      return LaunchRankProcesses("demo", c.procs);
     }
-    if (!InRankProcess()) return LaunchRankProcesses("demo", c.procs);
   }
   DmaAllReduceOptions opts;
   opts.max_bytes = c.max_bytes;
@@ -131,6 +128,7 @@ int RunDemoCommand(const DemoCommand& c) {
   params.pieces = opts.pieces;
   params.faults = opts.faults;
   params.options = c.run.collective_options;
+  params.process = run_device->spmd_process();
   absl::StatusOr<std::unique_ptr<Collective>> ar = OpenCollective(&dev, c.run.collective, params);
   if (!ar.ok()) return fail(ar.status());
   // The ring's plan names its pieces per size; a plugin's inner workings are its own.

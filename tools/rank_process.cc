@@ -9,9 +9,12 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "common/plugin/open_collective.h"
+#include "common/plugin/plugin_library.h"
 #include "common/plugin/socket_bootstrap.h"
 #include "common/spmd/bootstrap_exchange.h"
 #include "common/spmd/lockstep_device.h"
+#include "common/spmd/lockstep_process.h"
 #include "measure/hw_backend.h"
 #include "tools/launcher.h"
 
@@ -70,10 +73,11 @@ class RankProcessDeviceImpl : public RankProcessDevice {
       : connection_(c),
         local_(std::move(local)),
         exchange_(c->bootstrap.get()),
-        lockstep_(local_.get(), 0, &exchange_, absl::StrFormat("cuda:%d-processes", c->env.world)) {
-  }
+        lockstep_(local_.get(), 0, &exchange_, absl::StrFormat("cuda:%d-processes", c->env.world)),
+        process_(&lockstep_, local_.get(), c->bootstrap.get()) {}
 
   Device* get() override { return &lockstep_; }
+  SpmdProcess* process() override { return &process_; }
   int rank() const override { return connection_->env.rank; }
   absl::Status Spin(StreamId stream, uint64_t ns) override {
     const std::optional<StreamId> local = lockstep_.LocalStream(stream);
@@ -86,6 +90,7 @@ class RankProcessDeviceImpl : public RankProcessDevice {
   std::unique_ptr<Device> local_;
   BootstrapExchange exchange_;
   LockstepDevice lockstep_;
+  LockstepProcess process_;
 };
 
 }  // namespace
@@ -99,6 +104,18 @@ bool InRankProcess() { return std::getenv(kRankEnv) != nullptr; }
 bool IsLeadProcess() {
   const char* rank = std::getenv(kRankEnv);
   return rank == nullptr || std::string_view(rank) == "0";
+}
+
+absl::Status CheckProcsCollective(const std::string& collective) {
+  if (!IsPluginPath(collective)) return absl::OkStatus();
+  absl::StatusOr<std::unique_ptr<PluginLibrary>> lib = PluginLibrary::Open(collective);
+  if (!lib.ok()) return lib.status();
+  if ((*lib)->abi() == 2) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "--procs with plugin %s: it speaks plugin ABI v%d, whose one instance drives every rank "
+      "from one process; --procs runs the built-in ring or an ABI v2 (SPMD) plugin, one instance "
+      "per rank process",
+      collective, (*lib)->abi()));
 }
 
 int LaunchRankProcesses(std::string_view command, int procs) {

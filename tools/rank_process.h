@@ -25,6 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/core/device.h"
+#include "common/plugin/spmd_process.h"
 
 namespace dmalab {
 
@@ -39,6 +40,12 @@ bool InRankProcess();
 // True where a command prints its report and writes its files: outside rank processes, and in
 // rank 0.
 bool IsLeadProcess();
+
+// The collective a --procs run may run (checked by the launcher, before it starts anything): the
+// built-in ring, or a plugin speaking ABI v2 (one instance per rank, each in its rank's
+// process). InvalidArgument naming the ABI for an ABI v1 plugin, whose one instance drives every
+// rank, and the loader's error for a plugin that does not load.
+absl::Status CheckProcsCollective(const std::string& collective);
 
 // The launcher: starts `procs` copies of this command line and waits for them; returns the
 // command's exit status (above). `command` names the command in messages ("replay").
@@ -61,6 +68,8 @@ class RankProcessDevice {
   virtual Device* get() = 0;
   // This process's rank.
   virtual int rank() const = 0;
+  // What an ABI v2 plugin's instance of this rank runs on (common/plugin/spmd_process.h).
+  virtual SpmdProcess* process() = 0;
   // Enqueues a spin on `stream` when it is this process's rank's (the perturbation's delays);
   // other ranks' streams are theirs to delay.
   virtual absl::Status Spin(StreamId stream, uint64_t ns) = 0;

@@ -75,7 +75,7 @@ absl::StatusOr<ReplayReport> ReplayOnce(const Scenario& scenario, const FaultSet
     }
     return device->Replay(scenario, options);
   };
-  if (!IsPluginPath(c.run.collective)) return replay(nullptr);
+  if (!IsPluginPath(c.run.collective) || InRankProcess()) return replay(nullptr);
   return ReplayInWorker(replay, scenario, c.hang_seconds);
 }
 
@@ -380,13 +380,12 @@ int RunReplayCommand(const ReplayCommand& c) {
           "--procs is %d, but scenario '%s' has world %d; --procs starts one process per rank",
           c.procs, scenario->name, scenario->world));
     }
-    if (IsPluginPath(c.run.collective)) {
-      return BadInput(absl::StrFormat(
-          "--procs runs the built-in ring (--collective=ring); a plugin's instances run in one "
-          "process ('%s')",
-          c.run.collective));
+    if (!InRankProcess()) {
+      if (absl::Status s = CheckProcsCollective(c.run.collective); !s.ok()) {
+        return BadInput(std::string(s.message()));
+      }
+      return LaunchRankProcesses("replay", c.procs);
     }
-    if (!InRankProcess()) return LaunchRankProcesses("replay", c.procs);
   }
   if (c.seeds > 0) return RunSeedSweep(*scenario, *faults, c, *fidelity);
   if (!c.dump_dir.empty()) {
@@ -430,7 +429,9 @@ int RunReplayCommand(const ReplayCommand& c) {
     progress.Clear();
     return report;
   };
-  absl::StatusOr<ReplayReport> report = IsPluginPath(c.run.collective)
+  // A rank process runs its plugin instance itself: it is the process of one rank already, and
+  // its connection to the others is its own.
+  absl::StatusOr<ReplayReport> report = IsPluginPath(c.run.collective) && !InRankProcess()
                                             ? ReplayInWorker(replay, *scenario, c.hang_seconds)
                                             : replay(nullptr);
   if (!report.ok()) return BadInput(std::string(report.status().message()));

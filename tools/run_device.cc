@@ -77,6 +77,7 @@ absl::StatusOr<RunDevice> RunDevice::Make(const DeviceChoice& choice, int world,
 
 absl::StatusOr<ReplayReport> RunDevice::Replay(const Scenario& scenario, ReplayOptions options) {
   if (sim_ != nullptr) options.poll_device_findings = NewFindingsPoller(*sim_);
+  options.spmd_process = spmd_process();
   absl::StatusOr<ReplayReport> report = dmalab::Replay(scenario, get(), options);
   if (!report.ok()) return report;
   report->scheduling_seed = scheduling_seed_;

@@ -38,6 +38,11 @@ class RunDevice {
 
   Device* get() { return perturbing_ ? static_cast<Device*>(perturbing_.get()) : base_; }
   SimDevice* sim() { return sim_; }  // null on hw
+  // Where this process runs one rank of a --procs run: what a plugin's instance runs on; null
+  // otherwise.
+  SpmdProcess* spmd_process() {
+    return rank_process_ != nullptr ? rank_process_->process() : nullptr;
+  }
   const PerturbingDevice* perturbing() const { return perturbing_.get(); }
   std::optional<uint64_t> perturb_seed() const { return perturb_seed_; }
   std::optional<uint64_t> scheduling_seed() const { return scheduling_seed_; }

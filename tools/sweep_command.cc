@@ -124,7 +124,10 @@ int RunSweepCommand(const SweepCommand& c, const SweepNcclJsonOption& nccl) {
           "--procs with -G 1: graphs are captured in one process; each rank process captures "
           "only its own work (drop -G or --procs)"));
     }
-    if (!InRankProcess()) return LaunchRankProcesses("sweep", c.procs);
+    if (!InRankProcess()) {
+      if (absl::Status s = CheckProcsCollective(c.run.collective); !s.ok()) return Fail(s);
+      return LaunchRankProcesses("sweep", c.procs);
+    }
   }
   SweepContext context;
   context.backend = c.backend;
@@ -176,6 +179,7 @@ int RunSweepCommand(const SweepCommand& c, const SweepNcclJsonOption& nccl) {
     absl::StatusOr<std::unique_ptr<RankProcessDevice>> rank = RankProcessDevice::Create(o);
     if (!rank.ok()) return Fail(rank.status());
     rank_process = *std::move(rank);
+    options->spmd_process = rank_process->process();
     clock = WallClock();  // rank 0's, across the barrier of every Synchronize
   } else if (c.backend == "hw") {
     absl::StatusOr<std::unique_ptr<Device>> hw = CreateHwDevice(c.ranks, c.gpus);

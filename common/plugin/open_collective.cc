@@ -61,9 +61,14 @@ absl::StatusOr<std::unique_ptr<Collective>> OpenCollective(Device* device, std::
   absl::StatusOr<std::unique_ptr<PluginLibrary>> lib = PluginLibrary::Open(config.path);
   if (!lib.ok()) return lib.status();
   if ((*lib)->abi() == 2) {
-    auto p = SpmdCollective::Create(device, *std::move(lib), config);
+    auto p = SpmdCollective::Create(device, *std::move(lib), config, params.process);
     if (!p.ok()) return p.status();
     return std::unique_ptr<Collective>(*std::move(p));
+  }
+  if (params.process != nullptr) {
+    return (*lib)->Error(
+        "it speaks plugin ABI v1, whose one instance drives every rank from one process; one "
+        "process per rank (--procs) runs ABI v2 (SPMD) plugins only, one instance per rank");
   }
   auto p = PluginCollective::Create(device, *std::move(lib), config);
   if (!p.ok()) return p.status();

@@ -12,6 +12,7 @@
 #include "common/core/collective.h"
 #include "common/core/device.h"
 #include "common/core/dtype.h"
+#include "common/plugin/spmd_process.h"
 #include "common/ring/faults.h"
 #include "common/ring/wire.h"
 
@@ -29,6 +30,10 @@ struct CollectiveParams {
   FaultSet faults;
   // Plugins only: handed to the plugin as dmalab_collective_config.options.
   std::string options;
+  // Set where this process runs one rank of the device's W (one process per rank): an ABI v2
+  // plugin then runs its own rank's instance only (common/plugin/spmd_process.h); an ABI v1
+  // plugin, whose one instance drives every rank, is refused.
+  SpmdProcess* process = nullptr;
 };
 
 // True when `spec` names a plugin's shared library rather than a built-in collective.

@@ -370,7 +370,7 @@ RankApi::RankApi(SpmdHost* host, int rank) : host_(host), rank_(rank) {
 
 void RankApi::Step() {
   ++host_->epoch;
-  host_->threads->Yield(rank_);
+  if (host_->threads != nullptr) host_->threads->Yield(rank_);
 }
 
 int32_t RankApi::Done(const absl::Status& s) {
@@ -424,6 +424,10 @@ absl::Status RankApi::SyncRank() {
   Device* d = device();
   // A deterministic device (the simulator) progresses only when a host enqueues: wait for
   // another rank's host call. A real GPU progresses by itself: just let the others run.
+  // A rank process: the peers are other processes that progress by themselves, and the device is
+  // this rank's alone; its Synchronize waits, bounded by the device (a flag that never comes is
+  // its error, not a hang).
+  if (host_->threads == nullptr) return d->Synchronize();
   const bool simulated = d->seed() != 0 || d->name() == "sim";
   while (true) {
     absl::StatusOr<bool> idle = d->RankIdle(rank_);

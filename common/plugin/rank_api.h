@@ -24,6 +24,8 @@ namespace dmalab {
 // What the ranks of one SPMD collective share on the host.
 struct SpmdHost {
   Device* device = nullptr;
+  // The ranks' host threads in one process; null where each rank is a process of its own (its
+  // one instance runs on the calling thread, and peers progress by themselves).
   RankThreads* threads = nullptr;
   // Bumped by every host call of any rank: a rank waiting for its device work to complete waits
   // for it to change (someone enqueued something) before it polls again.

@@ -1,11 +1,14 @@
 #include "common/plugin/spmd_collective.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/core/status_macros.h"
 #include "common/plugin/abi_convert.h"
 
 namespace dmalab {
@@ -15,7 +18,7 @@ constexpr int kMaxDims = 64;
 
 struct BootstrapCtx {
   SpmdCollective* self;
-  ThreadBootstrap* bootstrap;
+  Bootstrap* bootstrap;
   RankApi* rank;
   std::vector<std::string>* deadlocks;
 };
@@ -90,14 +93,26 @@ struct SpmdContexts {
   std::vector<LogCtx> log;
 };
 
-SpmdCollective::SpmdCollective(Device* device, std::unique_ptr<PluginLibrary> lib)
-    : device_(device),
-      lib_(std::move(lib)),
-      plugin_(lib_->v2()),
-      threads_(device->world_size(), device->seed() ^ 0x686f73745f727566ull),
-      bootstrap_(&threads_) {
+SpmdCollective::SpmdCollective(Device* device, std::unique_ptr<PluginLibrary> lib,
+                               SpmdProcess* process)
+    : device_(device), process_(process), lib_(std::move(lib)), plugin_(lib_->v2()) {
+  if (process != nullptr) {
+    rank_device_ =
+        std::make_unique<RankDevice>(process->local(), process->rank(), device->world_size());
+    host_.device = rank_device_.get();
+    here_ = {process->rank()};
+    return;
+  }
+  threads_ =
+      std::make_unique<RankThreads>(device->world_size(), device->seed() ^ 0x686f73745f727566ull);
+  thread_bootstrap_ = std::make_unique<ThreadBootstrap>(threads_.get());
   host_.device = device;
-  host_.threads = &threads_;
+  host_.threads = threads_.get();
+  for (int r = 0; r < device->world_size(); ++r) here_.push_back(r);
+}
+
+Bootstrap* SpmdCollective::bootstrap() {
+  return process_ != nullptr ? process_->bootstrap() : thread_bootstrap_.get();
 }
 
 SpmdCollective::~SpmdCollective() {
@@ -105,22 +120,29 @@ SpmdCollective::~SpmdCollective() {
 }
 
 absl::StatusOr<std::unique_ptr<SpmdCollective>> SpmdCollective::Create(
-    Device* device, std::unique_ptr<PluginLibrary> lib, const PluginConfig& config) {
+    Device* device, std::unique_ptr<PluginLibrary> lib, const PluginConfig& config,
+    SpmdProcess* process) {
   if (lib->abi() != 2) return lib->Error("it speaks plugin ABI v1, not v2 (SPMD)");
-  std::unique_ptr<SpmdCollective> c(new SpmdCollective(device, std::move(lib)));
+  if (process != nullptr && process->world() != device->world_size()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("rank %d runs as one of %d processes, but the device has %d ranks",
+                        process->rank(), process->world(), device->world_size()));
+  }
+  std::unique_ptr<SpmdCollective> c(new SpmdCollective(device, std::move(lib), process));
   const int world = device->world_size();
   auto contexts = std::make_shared<SpmdContexts>();
   contexts->bootstrap.resize(world);
   contexts->log.resize(world);
-  for (int r = 0; r < world; ++r) {
-    c->ranks_.push_back(std::make_unique<RankApi>(&c->host_, r));
+  c->ranks_.resize(world);
+  for (int r : c->here_) {
+    c->ranks_[r] = std::make_unique<RankApi>(&c->host_, r);
     contexts->bootstrap[r] =
-        BootstrapCtx{c.get(), &c->bootstrap_, c->ranks_[r].get(), &c->deadlocks_};
+        BootstrapCtx{c.get(), c->bootstrap(), c->ranks_[r].get(), &c->deadlocks_};
     contexts->log[r] = LogCtx{c->plugin_->name, r};
   }
   c->contexts_ = contexts;
   c->bootstrap_tables_.resize(world);
-  for (int r = 0; r < world; ++r) {
+  for (int r : c->here_) {
     dmalab_bootstrap& b = c->bootstrap_tables_[r];
     b.struct_size = sizeof(b);
     b.ctx = &contexts->bootstrap[r];
@@ -130,7 +152,7 @@ absl::StatusOr<std::unique_ptr<SpmdCollective>> SpmdCollective::Create(
   c->states_.assign(world, nullptr);
   c->growth_.resize(world);
   std::vector<dmalab_rank_config> configs(world);
-  for (int r = 0; r < world; ++r) {
+  for (int r : c->here_) {
     dmalab_rank_config& k = configs[r];
     k.struct_size = sizeof(k);
     k.rank = r;
@@ -145,16 +167,17 @@ absl::StatusOr<std::unique_ptr<SpmdCollective>> SpmdCollective::Create(
     return c->plugin_->create(c->ranks_[r]->table(), &c->bootstrap_tables_[r], &configs[r],
                               &c->states_[r]);
   });
-  for (int r = 0; r < world && s.ok(); ++r) {
-    if (c->states_[r] == nullptr) {
+  for (int r : c->here_) {
+    if (s.ok() && c->states_[r] == nullptr) {
       s = absl::InvalidArgumentError(
           absl::StrFormat("rank %d's create returned DMALAB_OK but no state", r));
     }
   }
+  s = c->Agree(s, "create");
   if (!s.ok()) {
     return c->lib_->Error(absl::StrCat("create failed: ", s.message()));
   }
-  for (int r = 0; r < world; ++r) c->growth_[r].Start(c->ranks_[r]->held().total());
+  for (int r : c->here_) c->growth_[r].Start(c->ranks_[r]->held().total());
   return c;
 }
 
@@ -192,22 +215,26 @@ absl::Status SpmdCollective::RankStatus(int rank, int32_t code, std::string_view
 
 absl::Status SpmdCollective::OnEveryRank(std::string_view what,
                                          const std::function<int32_t(int)>& call) {
-  if (bootstrap_.broken()) {
+  if (thread_bootstrap_ != nullptr && thread_bootstrap_->broken()) {
     return absl::AbortedError(absl::StrFormat(
         "plugin '%s': %s not run: its ranks lost step in an earlier bootstrap deadlock",
         plugin_->name, what));
   }
   const int world = device_->world_size();
   std::vector<int32_t> codes(world, DMALAB_OK);
-  for (int r = 0; r < world; ++r) bootstrap_.SetActivity(r, std::string(what));
   deadlocks_.clear();
-  threads_.Run([&](int r) {
-    codes[r] = call(r);
-    bootstrap_.SetActivity(r, absl::StrFormat("it returned from %s", what));
-    return absl::OkStatus();
-  });
+  if (threads_ != nullptr) {
+    for (int r = 0; r < world; ++r) thread_bootstrap_->SetActivity(r, std::string(what));
+    threads_->Run([&](int r) {
+      codes[r] = call(r);
+      thread_bootstrap_->SetActivity(r, absl::StrFormat("it returned from %s", what));
+      return absl::OkStatus();
+    });
+  } else {
+    for (int r : here_) codes[r] = call(r);
+  }
   for (const std::string& d : deadlocks_) AddFinding("deadlock", -1, d);
-  for (int r = 0; r < world; ++r) {
+  for (int r : here_) {
     std::vector<std::string> v = ranks_[r]->TakeViolations();
     if (!v.empty()) {
       return absl::AbortedError(
@@ -220,17 +247,128 @@ absl::Status SpmdCollective::OnEveryRank(std::string_view what,
     return absl::AbortedError(
         absl::StrFormat("plugin '%s' %s: %s", plugin_->name, what, deadlocks_.front()));
   }
-  for (int r = 0; r < world; ++r) {
+  for (int r : here_) {
     if (absl::Status s = RankStatus(r, codes[r], what); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
 
+namespace {
+
+// What a rank process contributes to Agree: its status, then its new findings.
+void PutU32(std::string& out, uint32_t v) { out.append(reinterpret_cast<const char*>(&v), 4); }
+void PutText(std::string& out, std::string_view text) {
+  PutU32(out, static_cast<uint32_t>(text.size()));
+  out.append(text);
+}
+
+struct Reader {
+  absl::Span<const uint8_t> in;
+  bool ok = true;
+  uint32_t U32() {
+    uint32_t v = 0;
+    if (in.size() < 4) {
+      ok = false;
+      return 0;
+    }
+    std::memcpy(&v, in.data(), 4);
+    in.remove_prefix(4);
+    return v;
+  }
+  std::string Text() {
+    const uint32_t n = U32();
+    if (!ok || in.size() < n) {
+      ok = false;
+      return {};
+    }
+    std::string t(reinterpret_cast<const char*>(in.data()), n);
+    in.remove_prefix(n);
+    return t;
+  }
+};
+
+}  // namespace
+
+absl::Status SpmdCollective::Agree(absl::Status local, std::string_view what) {
+  if (process_ == nullptr) return local;
+  std::string blob;
+  PutU32(blob, static_cast<uint32_t>(local.code()));
+  PutText(blob, std::string(local.message()));
+  PutU32(blob, static_cast<uint32_t>(findings_.findings.size() - agreed_));
+  for (size_t i = agreed_; i < findings_.findings.size(); ++i) {
+    const DeviceFinding& f = findings_.findings[i];
+    PutText(blob, f.checker);
+    PutU32(blob, static_cast<uint32_t>(f.rank));
+    PutText(blob, f.detail);
+  }
+  const int world = device_->world_size();
+  const int me = process_->rank();
+  Bootstrap* b = process_->bootstrap();
+  // The ranks' outcome could not be gathered (a process ended, or an instance is still inside a
+  // bootstrap call of its own): this rank's own failure names it best.
+  const auto lost = [&](const absl::Status& s) {
+    if (!local.ok()) return local;
+    return absl::Status(s.code(),
+                        absl::StrFormat("plugin '%s' %s: the ranks' outcomes could not be "
+                                        "gathered: %s",
+                                        plugin_->name, what, s.message()));
+  };
+  uint64_t size = blob.size();
+  std::vector<uint64_t> sizes(world);
+  if (absl::Status s =
+          b->AllGather(me, absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(&size), 8),
+                       absl::MakeSpan(reinterpret_cast<uint8_t*>(sizes.data()), 8 * sizes.size()));
+      !s.ok()) {
+    return lost(s);
+  }
+  uint64_t most = 0;
+  for (uint64_t n : sizes) most = std::max(most, n);
+  blob.resize(most);
+  std::vector<uint8_t> all(most * world);
+  if (absl::Status s =
+          b->AllGather(me, absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(blob.data()), most),
+                       absl::MakeSpan(all));
+      !s.ok()) {
+    return lost(s);
+  }
+  findings_.findings.resize(agreed_);
+  absl::Status first;
+  for (int r = 0; r < world; ++r) {
+    Reader in{absl::MakeConstSpan(all).subspan(most * r, sizes[r])};
+    const auto code = static_cast<absl::StatusCode>(in.U32());
+    const std::string message = in.Text();
+    if (first.ok() && code != absl::StatusCode::kOk) first = absl::Status(code, message);
+    const uint32_t n = in.U32();
+    for (uint32_t i = 0; i < n && in.ok; ++i) {
+      DeviceFinding f;
+      f.checker = in.Text();
+      f.rank = static_cast<int32_t>(in.U32());
+      f.detail = in.Text();
+      if (in.ok) findings_.findings.push_back(std::move(f));
+    }
+    if (!in.ok && first.ok()) {
+      first = absl::DataLossError(absl::StrFormat(
+          "plugin '%s' %s: rank %d's outcome arrived cut short", plugin_->name, what, r));
+    }
+  }
+  agreed_ = findings_.findings.size();
+  return first;
+}
+
+absl::StatusOr<TensorView> SpmdCollective::Own(const TensorView& v) const {
+  if (process_ == nullptr) return v;
+  absl::StatusOr<MemRef> local = process_->ToLocal(v.mem);
+  if (!local.ok()) return local.status();
+  TensorView own = v;
+  own.mem = rank_device_->Up(*local);
+  return own;
+}
+
 void SpmdCollective::CheckGrowth(std::string_view call) {
-  for (size_t r = 0; r < ranks_.size(); ++r) {
+  for (int r : here_) {
     const HeldResources h = ranks_[r]->held();
     if (!growth_[r].After(h.total())) continue;
-    AddFinding("resource_growth", static_cast<int>(r),
+    AddFinding("resource_growth", r,
                absl::StrFormat(
                    "plugin '%s' rank %d holds more after each of the last %d calls (through %s): "
                    "now %d allocations, %d IPC mappings, %d streams, %d events; a collective "
@@ -250,31 +388,62 @@ absl::StatusOr<std::vector<TensorView>> SpmdCollective::AllReduce(
     return absl::InvalidArgumentError(
         absl::StrFormat("%s: %d inputs for %d ranks", call, inputs.size(), world));
   }
+  // Every rank's tensor is checked (the same verdict in every process); only the ranks run here
+  // are handed to instances.
   std::vector<dmalab_tensor> in(world);
   for (int r = 0; r < world; ++r) {
     absl::StatusOr<dmalab_tensor> t = Describe(inputs[r], absl::StrFormat("inputs[%d]", r));
     if (!t.ok()) return t.status();
-    in[r] = *t;
-    ranks_[r]->Handed(inputs[r].mem);
+  }
+  // The views live through the call: the described tensors point to their shapes.
+  std::vector<TensorView> own(world);
+  for (int r : here_) {
+    absl::StatusOr<TensorView> v = Own(inputs[r]);
+    if (!v.ok()) return v.status();
+    own[r] = *std::move(v);
+    in[r] = *Describe(own[r], "");
+    ranks_[r]->Handed(own[r].mem);
   }
   std::vector<dmalab_mem> results(world);
   absl::Status s = OnEveryRank(
       call, [&](int r) { return plugin_->all_reduce(states_[r], &in[r], &results[r]); });
-  if (!s.ok()) return s;
-  std::vector<TensorView> outs;
-  for (int r = 0; r < world; ++r) {
+  std::vector<TensorView> outs(world);
+  for (int r : here_) {
+    if (!s.ok()) break;
     const MemRef m{results[r].rank, results[r].addr, results[r].bytes, results[r].alloc_id};
     if (m.rank != r || m.bytes < inputs[r].bytes()) {
-      return absl::AbortedError(absl::StrFormat(
+      s = absl::AbortedError(absl::StrFormat(
           "plugin '%s' %s: rank %d's result is on rank %d, %d bytes; it must be on rank %d and "
           "hold %d bytes",
           plugin_->name, call, r, m.rank, m.bytes, r, inputs[r].bytes()));
+      break;
     }
-    if (absl::Status h = ranks_[r]->HandOver(m, call); !h.ok()) return h;
+    s = ranks_[r]->HandOver(m, call);
+    if (!s.ok()) break;
     absl::StatusOr<MemRef> resolved = ranks_[r]->FromPlugin(&results[r], "result");
-    outs.push_back(TensorView{*resolved, inputs[r].dtype, inputs[r].shape, true});
+    outs[r] = TensorView{*resolved, inputs[r].dtype, inputs[r].shape, true};
   }
-  CheckGrowth(call);
+  if (s.ok()) CheckGrowth(call);
+  DMALAB_RETURN_IF_ERROR(Agree(s, call));
+  if (process_ != nullptr) {
+    // Each rank's result, its instance's allocation on its own device, becomes a tensor of the
+    // command's device in every process.
+    for (int r = 0; r < world; ++r) {
+      MemRef local;
+      if (r == process_->rank()) {
+        absl::StatusOr<MemRef> down = rank_device_->Down(outs[r].mem, call);
+        if (!down.ok()) return down.status();
+        local = *down;
+      }
+      absl::StatusOr<MemRef> adopted = process_->Adopt(r, local);
+      if (!adopted.ok()) {
+        return absl::Status(adopted.status().code(),
+                            absl::StrFormat("plugin '%s' %s: rank %d's result: %s", plugin_->name,
+                                            call, r, adopted.status().message()));
+      }
+      outs[r] = TensorView{*adopted, inputs[r].dtype, inputs[r].shape, true};
+    }
+  }
   return outs;
 }
 
@@ -293,21 +462,32 @@ absl::Status SpmdCollective::AllReduce(absl::Span<const TensorView> inputs,
     if (!t.ok()) return t.status();
     absl::StatusOr<dmalab_tensor> o = Describe(outs[r], absl::StrFormat("outs[%d]", r));
     if (!o.ok()) return o.status();
-    in[r] = *t;
-    out[r] = *o;
-    ranks_[r]->Handed(inputs[r].mem);
-    ranks_[r]->Handed(outs[r].mem);
+  }
+  // The views live through the call: the described tensors point to their shapes.
+  std::vector<TensorView> own_in(world), own_out(world);
+  for (int r : here_) {
+    absl::StatusOr<TensorView> i = Own(inputs[r]);
+    if (!i.ok()) return i.status();
+    absl::StatusOr<TensorView> o = Own(outs[r]);
+    if (!o.ok()) return o.status();
+    own_in[r] = *std::move(i);
+    own_out[r] = *std::move(o);
+    in[r] = *Describe(own_in[r], "");
+    out[r] = *Describe(own_out[r], "");
+    ranks_[r]->Handed(own_in[r].mem);
+    ranks_[r]->Handed(own_out[r].mem);
   }
   absl::Status s = OnEveryRank(
       call, [&](int r) { return plugin_->all_reduce_into(states_[r], &in[r], &out[r]); });
-  if (!s.ok()) return s;
-  CheckGrowth(call);
-  return absl::OkStatus();
+  if (s.ok()) CheckGrowth(call);
+  return Agree(s, call);
 }
 
 absl::Status SpmdCollective::CaptureEnded() {
   if (closed_ || plugin_->graph_captured == nullptr) return absl::OkStatus();
-  return OnEveryRank("graph_captured", [&](int r) { return plugin_->graph_captured(states_[r]); });
+  return Agree(
+      OnEveryRank("graph_captured", [&](int r) { return plugin_->graph_captured(states_[r]); }),
+      "graph_captured");
 }
 
 absl::Status SpmdCollective::Close() {
@@ -323,28 +503,32 @@ absl::Status SpmdCollective::Close() {
     states_[r] = nullptr;
     return code;
   };
-  if (!bootstrap_.broken()) {
+  if (thread_bootstrap_ == nullptr || !thread_bootstrap_->broken()) {
+    // In a rank process a broken bootstrap fails its calls at once too: destroy runs as usual.
     s = OnEveryRank("destroy", destroy);
   } else {
     // The ranks lost step in a bootstrap deadlock. Each instance is still destroyed (its
     // bootstrap calls now fail at once, so none waits), lest its state leak; what destroy
     // returns says nothing the deadlock did not.
-    threads_.Run([&](int r) {
+    threads_->Run([&](int r) {
       destroy(r);
       return absl::OkStatus();
     });
   }
-  for (size_t r = 0; r < ranks_.size(); ++r) {
+  for (int r : here_) {
     if (ranks_[r]->held().total() == 0) continue;
-    AddFinding("resource_leak", static_cast<int>(r),
+    AddFinding("resource_leak", r,
                absl::StrFormat("plugin '%s' rank %d still holds after destroy: %s; an instance "
                                "releases what it created (allocations freed, mappings closed, "
                                "streams and events destroyed)",
                                plugin_->name, r, ranks_[r]->DescribeHeld()));
   }
-  return s;
+  return Agree(s, "destroy");
 }
 
-DeviceFindings SpmdCollective::TakeFindings() { return std::exchange(findings_, {}); }
+DeviceFindings SpmdCollective::TakeFindings() {
+  agreed_ = 0;
+  return std::exchange(findings_, {});
+}
 
 }  // namespace dmalab

@@ -372,6 +372,7 @@ absl::StatusOr<ReplayReport> Replayer::RunSteps() {
     params.pieces = o_.pieces;
     params.faults = o_.faults;
     params.options = o_.collective_options;
+    params.process = o_.spmd_process;
     auto ar = OpenCollective(d_, o_.collective, params);
     if (!ar.ok()) {
       return absl::Status(ar.status().code(),

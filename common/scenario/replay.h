@@ -28,6 +28,7 @@
 #include "common/core/device.h"
 #include "common/core/device_finding.h"
 #include "common/core/tensor.h"
+#include "common/plugin/spmd_process.h"
 #include "common/ring/faults.h"
 #include "common/scenario/scenario.h"
 
@@ -58,6 +59,9 @@ struct ReplayOptions {
   // (common/plugin/open_collective.h), with its options text.
   std::string collective = "ring";
   std::string collective_options;
+  // Set where this process runs one rank of the device's W (one process per rank): a plugin's
+  // instance of that rank runs here (CollectiveParams::process).
+  SpmdProcess* spmd_process = nullptr;
   FaultSet faults;               // injected into DmaAllReduce
   std::optional<uint64_t> seed;  // replaces the scenario's seed (fill contents) when set
   int pieces = 2;                // DmaAllReduceOptions::pieces

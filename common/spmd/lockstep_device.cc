@@ -111,6 +111,53 @@ absl::Status LockstepDevice::Free(const MemRef& allocation) {
   return status;
 }
 
+absl::StatusOr<MemRef> LockstepDevice::ToLocal(const MemRef& m) const {
+  if (m.rank != me_) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("to_local: [0x%x, +%d) is rank %d's memory; this instance runs rank %d",
+                        m.addr, m.bytes, m.rank, me_));
+  }
+  return MemRef{local_rank_, m.addr, m.bytes, m.alloc_id, m.via_mapping};
+}
+
+absl::StatusOr<MemRef> LockstepDevice::Adopt(int rank, const MemRef& local) {
+  if (rank < 0 || rank >= world_) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("adopt: rank is %d; ranks are 0..%d", rank, world_ - 1));
+  }
+  // The owner's address and size, and whether it had a fit allocation to give.
+  struct Wire {
+    uint64_t ok = 0, addr = 0, bytes = 0, alloc_id = 0;
+  } wire;
+  if (rank == me_) {
+    const bool fit =
+        local.rank == local_rank_ && local.bytes > 0 && !allocations_.contains({rank, local.addr});
+    wire = Wire{fit ? 1u : 0u, local.addr, local.bytes, local.alloc_id};
+  }
+  DMALAB_RETURN_IF_ERROR(
+      exchange_->Broadcast(rank, absl::MakeSpan(reinterpret_cast<uint8_t*>(&wire), sizeof(wire))));
+  if (wire.ok == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("adopt: rank %d's [0x%x, +%d) is no fresh allocation of its local device",
+                        rank, wire.addr, wire.bytes));
+  }
+  Allocation a;
+  a.rank = rank;
+  a.bytes = wire.bytes;
+  MemRef out;
+  if (rank == me_) {
+    a.base = local.addr;
+    a.local = local;
+    out = MemRef{rank, local.addr, local.bytes, local.alloc_id, 0};
+  } else {
+    a.base = next_stand_in_[rank];
+    next_stand_in_[rank] += (wire.bytes + kStandInAlign - 1) / kStandInAlign * kStandInAlign;
+    out = MemRef{rank, a.base, wire.bytes, 0, 0};
+  }
+  allocations_[{rank, a.base}] = std::move(a);
+  return out;
+}
+
 void LockstepDevice::HandOver(const MemRef& allocation) {
   auto it = allocations_.find({allocation.rank, allocation.addr});
   if (it != allocations_.end() && it->second.openers.empty()) allocations_.erase(it);

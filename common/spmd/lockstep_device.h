@@ -122,6 +122,17 @@ class LockstepDevice : public Device {
   // when a peer mapped it (its mappings stay until the device's end).
   void HandOver(const MemRef& allocation);
 
+  // `m`, memory of this instance's own rank, as a range of the local device (the same address
+  // on the local device's rank). InvalidArgument for another rank's memory: that is its
+  // owner's to touch.
+  absl::StatusOr<MemRef> ToLocal(const MemRef& m) const;
+  // Every instance: rank `rank`'s allocation `local`, made on the owner's local device outside
+  // this device (by a plugin's instance, as its default-form result), joins this device's books
+  // as if allocated here: the owner passes its local allocation (others pass anything; it is
+  // not read), its address and size reach every instance, and the result is the W-rank range
+  // every instance then names it by. A later Free frees it on the owner's local device.
+  absl::StatusOr<MemRef> Adopt(int rank, const MemRef& local);
+
   // Mappings this instance holds open to peers' allocations (for tests and leak reports).
   int open_mappings() const;
 

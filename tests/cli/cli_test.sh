@@ -63,7 +63,7 @@ expect_exit 2 "--perturb means nothing without --backend=hw" -- zoo --perturb=3
 expect_exit 2 "--perturb means nothing without --backend=hw" -- demo --perturb=3
 expect_exit 2 "--perturb: value 'x' is not an integer; allowed: 0 to 18446744073709551615" -- replay "$scenario" --backend=hw --perturb=x
 expect_exit 2 "--fidelity means nothing without --backend=sim" -- zoo --backend=hw --fidelity=shadow
-# --procs: one process per rank, on GPUs only, one per rank, the ring only.
+# --procs: one process per rank, on GPUs only, one per rank, the ring or an ABI v2 plugin.
 for cmd in "replay $scenario" demo sweep; do
   # shellcheck disable=SC2086
   expect_exit 2 "--procs means nothing without --backend=hw" -- $cmd --procs=2
@@ -75,16 +75,20 @@ expect_exit 2 "--procs is 3, but scenario 'live_at_end' has world 2; --procs sta
 expect_exit 2 "--procs is 2 and --ranks 4; --procs starts one process per rank" -- sweep --backend=hw --procs=2
 expect_exit 2 "--procs is 2 and --ranks 4; --procs starts one process per rank" -- demo --backend=hw --procs=2
 expect_exit 2 "--procs with -G 1: graphs are captured in one process" -- sweep --backend=hw --procs=4 -G 1
-expect_exit 2 "--procs runs the built-in ring (--collective=ring)" -- demo --backend=hw --procs=4 --collective=/nonexistent/x.so
+expect_exit 2 "plugin /nonexistent/x.so: cannot load it" -- demo --backend=hw --procs=4 --collective=/nonexistent/x.so
 if ! command -v nvidia-smi > /dev/null; then
   # Without a GPU every rank process says so, naming itself, and the launch names the rank that
-  # ended first; nothing is left running.
+  # ended first; nothing is left running. The launcher ends the other ranks as soon as one
+  # exits, so one may be ended before it prints: the rank the launch names said why.
   expect_exit 2 "--procs=2: rank" -- replay "$scenario" --backend=hw --procs=2
-  # "no CUDA device", or "built without the CUDA backend" in a build without CUDA.
-  grep -qE "dmalab replay: rank 0: (no CUDA device|backend hw: this dmalab was built without)" "$tmp/err.txt" ||
-    fail "replay --procs: $(cat "$tmp/err.txt")"
-  grep -qE "dmalab replay: rank 1: (no CUDA device|backend hw: this dmalab was built without)" "$tmp/err.txt" ||
-    fail "replay --procs: $(cat "$tmp/err.txt")"
+  procs_rank_said_why() {  # COMMAND: the rank the launch names printed its own error
+    local first
+    first=$(sed -n "s/^dmalab $1: --procs=2: rank \([01]\) exited with status 2$/\1/p" "$tmp/err.txt")
+    [[ -n "$first" ]] || return 1
+    # "no CUDA device", or "built without the CUDA backend" in a build without CUDA.
+    grep -qE "dmalab $1: rank $first: (no CUDA device|backend hw: this dmalab was built without)" "$tmp/err.txt"
+  }
+  procs_rank_said_why replay || fail "replay --procs: $(cat "$tmp/err.txt")"
   [[ ! -s "$tmp/out.txt" ]] || fail "replay --procs printed a report: $(cat "$tmp/out.txt")"
 fi
 # -G works on the simulator too (simulator graphs); -J writes nccl-tests' JSON with the command.
@@ -115,6 +119,21 @@ expect_exit 2 "--collective: value 'nccl' is not a collective; allowed: ring (th
 # passes).
 examples="$(dirname "$dmalab")/../examples"
 topology=scenarios/topologies/h200_virtual_ranks.yaml
+# --procs runs an ABI v2 plugin, one instance per rank process; an ABI v1 plugin (one instance
+# for every rank) is refused by the launcher, naming the ABI, before any process starts.
+v1_refused="it speaks plugin ABI v1, whose one instance drives every rank from one process"
+expect_exit 2 "--procs with plugin $examples/fresh_output.so: $v1_refused" -- replay "$scenario" --backend=hw --procs=2 --collective="$examples/fresh_output.so"
+expect_exit 2 "--procs with plugin $examples/fresh_output.so: $v1_refused" -- demo --backend=hw --procs=2 --ranks=2 --collective="$examples/fresh_output.so"
+grep -q "rank 0" "$tmp/err.txt" && fail "demo --procs with an ABI v1 plugin started rank processes: $(cat "$tmp/err.txt")"
+if ! command -v nvidia-smi > /dev/null; then
+  # An ABI v2 plugin is let through; without a GPU each rank process says so, naming itself.
+  for cmd in "replay $scenario" "demo --ranks=2"; do
+    # shellcheck disable=SC2086
+    expect_exit 2 "--procs=2: rank" -- $cmd --backend=hw --procs=2 --collective="$examples/custom_ar.so"
+    procs_rank_said_why "${cmd%% *}" || fail "$cmd --procs with custom_ar: $(cat "$tmp/err.txt")"
+    [[ ! -s "$tmp/out.txt" ]] || fail "$cmd --procs with custom_ar printed: $(cat "$tmp/out.txt")"
+  done
+fi
 expect_exit 1 "" -- demo --collective="$examples/persistent_workspace.so" --ranks=2 -b 4K -e 16K -f 4
 grep -q '^# dmalab demo: all-reduce on the simulator (collective plugin:persistent_workspace)' "$tmp/out.txt" || fail "demo plugin header: $(head -1 "$tmp/out.txt")"
 grep -q '^status=FAIL$' "$tmp/out.txt" || fail "demo persistent_workspace: $(tail -3 "$tmp/out.txt")"

@@ -40,6 +40,13 @@ static int32_t create(const dmalab_rank_api* api, const dmalab_bootstrap* boot,
   if ((rc = api->allocate(api->ctx, 4096, "registered", &st->mine)) != DMALAB_OK) {
     return fail(st, rc, "allocate");
   }
+#if defined(CASE_CREATE_FAILS_ON_RANK_1)
+  /* Rank 1 gives up before the exchange, leaving the others waiting in the allgather. */
+  if (st->rank == 1) {
+    snprintf(st->error, sizeof(st->error), "rank 1 refuses to start (test case)");
+    return DMALAB_ERROR_INTERNAL;
+  }
+#endif
   if ((rc = api->ipc_get_mem_handle(api->ctx, &st->mine, &own)) != DMALAB_OK) {
     return fail(st, rc, "ipc_get_mem_handle");
   }

@@ -15,6 +15,21 @@
 //                      launched as W processes, 13 on a wrong byte or any error
 //   lockstep-exit W R  as lockstep, but rank R exits with 3 after the allocations; the others
 //                      exit 14 once their bootstrap named rank R (13 when it did not)
+//   plugin W PATH CALLS OUT
+//                      W processes run the ABI v2 plugin at PATH, one instance per process (its
+//                      own rank's, common/plugin/spmd_process.h), over a lockstep device on the
+//                      fake shared-memory device: CALLS all-reduces of fp32 small integers in
+//                      turn default form, explicit form into another tensor (a size past the
+//                      plugins' one-shot limit) and in place; after each every rank's output is
+//                      compared with the sum computed here. Rank 0 writes the collective's
+//                      findings to OUT, one "checker rank: detail" line each. Exit 0; 12 when
+//                      not launched as W processes; 13 on a wrong element or a failed call; 2
+//                      when the collective could not be created (the error on stderr)
+//   replay W SCENARIO PATH OUT
+//                      W processes replay SCENARIO with the ABI v2 plugin at PATH, one instance
+//                      per process, on the same lockstep device: the replay engine as a --procs
+//                      run drives it. Rank 0 writes the report's text to OUT. Exit 0 (whatever
+//                      the verdict); 12 when not launched as W processes; 13 on an error
 #include <signal.h>
 #include <unistd.h>
 
@@ -35,9 +50,14 @@
 #include "absl/strings/str_format.h"
 #include "common/core/device.h"
 #include "common/core/tensor.h"
+#include "common/plugin/open_collective.h"
 #include "common/plugin/socket_bootstrap.h"
+#include "common/scenario/replay.h"
+#include "common/scenario/report.h"
+#include "common/scenario/scenario_loader.h"
 #include "common/spmd/bootstrap_exchange.h"
 #include "common/spmd/lockstep_device.h"
+#include "common/spmd/lockstep_process.h"
 #include "tests/tools/shm_ipc_device.h"
 #include "tools/launcher.h"
 
@@ -177,6 +197,152 @@ absl::Status LockstepSteps(const dmalab::RankEnv& env, int exit_rank) {
   return absl::OkStatus();
 }
 
+// Element i of rank r's input in call `call` of the plugin mode: a small integer, so that every
+// sum is exact in fp32.
+float Input(int call, int r, int64_t i) {
+  return static_cast<float>((i * 7 + r * 13 + call * 5) % 17 - 8);
+}
+
+// The plugin mode's calls (see the top), each an error naming where it failed.
+absl::Status PluginCalls(const dmalab::RankEnv& env, const std::string& path, int calls,
+                         const std::string& out_path) {
+  using dmalab::MemRef;
+  using dmalab::TensorView;
+  const int w = env.world;
+  dmalab::SocketBootstrapOptions o;
+  o.rank = env.rank;
+  o.world = w;
+  o.address = env.bootstrap;
+  o.connect_timeout = absl::Seconds(5);
+  o.op_timeout = absl::Seconds(10);
+  absl::StatusOr<std::unique_ptr<dmalab::SocketBootstrap>> b = dmalab::SocketBootstrap::Connect(o);
+  if (!b.ok()) return b.status();
+  dmalab::ShmIpcDevice shm;
+  dmalab::BootstrapExchange exchange(b->get());
+  dmalab::LockstepDevice dev(&shm, /*local_rank=*/0, &exchange, "lockstep-shm");
+  dmalab::LockstepProcess process(&dev, &shm, b->get());
+  // Small: one-shot in the custom all-reduces; big: past their 512 KiB one-shot limit.
+  const int64_t unit = 8 * w;
+  const int64_t small = unit * 16;
+  const int64_t big = (140000 + unit - 1) / unit * unit;
+  dmalab::CollectiveParams params;
+  params.max_bytes = static_cast<uint64_t>(big) * 4;
+  params.dtype = dmalab::DType::kFP32;
+  params.process = &process;
+  absl::StatusOr<std::unique_ptr<dmalab::Collective>> ar =
+      dmalab::OpenCollective(&dev, path, params);
+  if (!ar.ok()) return ar.status();
+  const auto tensors = [&](int64_t n, const char* tag) -> absl::StatusOr<std::vector<TensorView>> {
+    std::vector<TensorView> v;
+    for (int r = 0; r < w; ++r) {
+      absl::StatusOr<MemRef> m = dev.Allocate(r, static_cast<uint64_t>(n) * 4, tag);
+      if (!m.ok()) return m.status();
+      v.push_back(TensorView{*m, dmalab::DType::kFP32, {n}, true});
+    }
+    return v;
+  };
+  for (int call = 0; call < calls; ++call) {
+    const int form = call % 3;  // 0 default, 1 into another tensor, 2 in place
+    const int64_t n = form == 1 ? big : small;
+    absl::StatusOr<std::vector<TensorView>> in = tensors(n, "input");
+    if (!in.ok()) return in.status();
+    for (int r = 0; r < w; ++r) {
+      std::vector<float> v(n);
+      for (int64_t i = 0; i < n; ++i) v[i] = Input(call, r, i);
+      const auto* bytes = reinterpret_cast<const uint8_t*>(v.data());
+      if (absl::Status s = dev.Write((*in)[r].mem, absl::MakeConstSpan(bytes, n * 4)); !s.ok()) {
+        return s;
+      }
+    }
+    std::vector<TensorView> out;
+    if (form == 0) {
+      absl::StatusOr<std::vector<TensorView>> got = (*ar)->AllReduce(*in);
+      if (!got.ok()) return got.status();
+      out = *got;
+    } else if (form == 1) {
+      absl::StatusOr<std::vector<TensorView>> o = tensors(n, "output");
+      if (!o.ok()) return o.status();
+      out = *o;
+      if (absl::Status s = (*ar)->AllReduce(*in, out); !s.ok()) return s;
+    } else {
+      out = *in;
+      if (absl::Status s = (*ar)->AllReduce(*in, out); !s.ok()) return s;
+    }
+    if (absl::Status s = dev.Synchronize(); !s.ok()) return s;
+    for (int r = 0; r < w; ++r) {
+      std::vector<float> got(n);
+      if (absl::Status s = dev.Read(out[r].mem.Slice(0, n * 4),
+                                    absl::MakeSpan(reinterpret_cast<uint8_t*>(got.data()), n * 4));
+          !s.ok()) {
+        return s;
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        float want = 0;
+        for (int q = 0; q < w; ++q) want += Input(call, q, i);
+        if (got[i] != want) {
+          return absl::DataLossError(absl::StrFormat(
+              "call %d (form %d, %d elements): rank %d's element %d is %g, expected %g", call, form,
+              n, r, i, got[i], want));
+        }
+      }
+    }
+    for (int r = 0; r < w; ++r) {
+      if (absl::Status s = dev.Free((*in)[r].mem); !s.ok()) return s;
+      if (form != 2) {
+        if (absl::Status s = dev.Free(out[r].mem); !s.ok()) return s;
+      }
+    }
+  }
+  if (absl::Status s = (*ar)->Close(); !s.ok()) return s;
+  const dmalab::DeviceFindings findings = (*ar)->TakeFindings();
+  if (env.rank == 0) {
+    std::ofstream f(out_path);
+    for (const dmalab::DeviceFinding& d : findings.findings) {
+      f << d.checker << " " << d.rank << ": " << d.detail << "\n";
+    }
+  }
+  return absl::OkStatus();
+}
+
+int Plugin(const dmalab::RankEnv& env, int expected_world, const std::string& path, int calls,
+           const std::string& out_path) {
+  if (env.world != expected_world) {
+    std::fprintf(stderr, "rank %d: launched as one of %d processes, the program expects %d\n",
+                 env.rank, env.world, expected_world);
+    return 12;
+  }
+  const absl::Status s = PluginCalls(env, path, calls, out_path);
+  if (s.ok()) return 0;
+  std::fprintf(stderr, "rank %d: %s\n", env.rank, s.ToString().c_str());
+  return absl::StrContains(s.message(), "create failed") ? 2 : 13;
+}
+
+// The replay mode (see the top).
+absl::Status ReplayScenario(const dmalab::RankEnv& env, const std::string& scenario_path,
+                            const std::string& path, const std::string& out_path) {
+  absl::StatusOr<dmalab::Scenario> scenario = dmalab::LoadScenarioFile(scenario_path);
+  if (!scenario.ok()) return scenario.status();
+  dmalab::SocketBootstrapOptions o;
+  o.rank = env.rank;
+  o.world = env.world;
+  o.address = env.bootstrap;
+  o.connect_timeout = absl::Seconds(5);
+  o.op_timeout = absl::Seconds(10);
+  absl::StatusOr<std::unique_ptr<dmalab::SocketBootstrap>> b = dmalab::SocketBootstrap::Connect(o);
+  if (!b.ok()) return b.status();
+  dmalab::ShmIpcDevice shm;
+  dmalab::BootstrapExchange exchange(b->get());
+  dmalab::LockstepDevice dev(&shm, /*local_rank=*/0, &exchange, "lockstep-shm");
+  dmalab::LockstepProcess process(&dev, &shm, b->get());
+  dmalab::ReplayOptions options;
+  options.collective = path;
+  options.spmd_process = &process;
+  absl::StatusOr<dmalab::ReplayReport> report = dmalab::Replay(*scenario, &dev, options);
+  if (!report.ok()) return report.status();
+  if (env.rank == 0) std::ofstream(out_path) << dmalab::FormatReportText(*report);
+  return absl::OkStatus();
+}
+
 // The lockstep modes: `expected_world` processes, of which rank `exit_rank` (if any) dies.
 int Lockstep(const dmalab::RankEnv& env, int expected_world, int exit_rank) {
   if (env.world != expected_world) {
@@ -253,6 +419,19 @@ int main(int argc, char** argv) {
   if (mode == "allgather-segv") return AllGathers(*env, target);
   if (mode == "lockstep" && argc > 2) return Lockstep(*env, target, -1);
   if (mode == "lockstep-exit" && argc > 3) return Lockstep(*env, target, std::atoi(argv[3]));
+  if (mode == "replay" && argc > 5) {
+    if (env->world != target) {
+      std::fprintf(stderr, "rank %d: launched as one of %d processes, the program expects %d\n",
+                   env->rank, env->world, target);
+      return 12;
+    }
+    const absl::Status s = ReplayScenario(*env, argv[3], argv[4], argv[5]);
+    if (s.ok()) return 0;
+    std::fprintf(stderr, "rank %d: %s\n", env->rank, s.ToString().c_str());
+    return 13;
+  }
+  if (mode == "plugin" && argc > 5)
+    return Plugin(*env, target, argv[3], std::atoi(argv[4]), argv[5]);
   std::fprintf(stderr, "rank_program: unknown mode \"%s\"\n", mode.c_str());
   return 11;
 }

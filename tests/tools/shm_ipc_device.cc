@@ -5,11 +5,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/strings/str_format.h"
+#include "common/core/dtype.h"
 
 namespace dmalab {
 namespace {
@@ -22,6 +27,11 @@ struct HandleFields {
   uint64_t bytes = 0;
 };
 static_assert(sizeof(HandleFields) <= kIpcHandleBytes);
+// How long Drain waits for queued work (a peer's flag) before it names what waits.
+constexpr auto kDrainLimit = std::chrono::seconds(20);
+
+uint64_t* Word(const MemRef& m) { return reinterpret_cast<uint64_t*>(m.addr); }
+
 // "shmipc01" in ASCII: tells a handle of this device from garbage.
 constexpr uint64_t kHandleMagic = 0x3130637069686d73ull;
 
@@ -51,7 +61,15 @@ const Region* Holding(const std::map<uint64_t, Region>& regions, uint64_t addr, 
 
 }  // namespace
 
+ShmIpcDevice::ShmIpcDevice() : engine_([this] { Engine(); }) {}
+
 ShmIpcDevice::~ShmIpcDevice() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  work_.notify_one();
+  engine_.join();
   for (auto& [addr, r] : mappings_) ::munmap(r.base, r.bytes);
   for (auto& [addr, r] : allocations_) {
     ::munmap(r.base, r.bytes);
@@ -60,6 +78,7 @@ ShmIpcDevice::~ShmIpcDevice() {
 }
 
 absl::StatusOr<MemRef> ShmIpcDevice::Allocate(int rank, uint64_t bytes, std::string_view tag) {
+  std::unique_lock<std::mutex> lock(mu_);
   if (rank != 0) {
     return absl::InvalidArgumentError(
         absl::StrFormat("allocate '%s': rank is %d; the shm device has only rank 0", tag, rank));
@@ -92,12 +111,15 @@ absl::StatusOr<MemRef> ShmIpcDevice::Allocate(int rank, uint64_t bytes, std::str
 }
 
 absl::Status ShmIpcDevice::Free(const MemRef& allocation) {
+  std::unique_lock<std::mutex> lock(mu_);
   auto it = allocations_.find(allocation.addr);
   if (allocation.rank != 0 || it == allocations_.end()) {
     return absl::InvalidArgumentError(
         absl::StrFormat("free: 0x%x on rank %d is not a live allocation of the shm device",
                         allocation.addr, allocation.rank));
   }
+  // As cudaFree, after the work that may still use it.
+  if (absl::Status s = Drain(lock, "free"); !s.ok()) return s;
   ::munmap(it->second.base, it->second.bytes);
   ::close(it->second.fd);
   allocations_.erase(it);
@@ -108,6 +130,7 @@ StreamId ShmIpcDevice::ComputeStream(int rank) { return rank == 0 ? StreamId(0) 
 
 absl::StatusOr<StreamId> ShmIpcDevice::CreateStream(int rank, StreamKind /*kind*/,
                                                     std::string_view name) {
+  std::unique_lock<std::mutex> lock(mu_);
   if (rank != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "create_stream '%s': rank is %d; the shm device has only rank 0", name, rank));
@@ -116,11 +139,83 @@ absl::StatusOr<StreamId> ShmIpcDevice::CreateStream(int rank, StreamKind /*kind*
 }
 
 absl::StatusOr<EventId> ShmIpcDevice::CreateEvent(int rank) {
+  std::unique_lock<std::mutex> lock(mu_);
   if (rank != 0) {
     return absl::InvalidArgumentError(
         absl::StrFormat("create_event: rank is %d; the shm device has only rank 0", rank));
   }
+  event_recorded_.push_back(0);
+  event_pending_.push_back(0);
   return EventId(next_event_++);
+}
+
+absl::Status ShmIpcDevice::Enqueue(StreamId stream, std::string_view label, Op op) {
+  queues_[stream.value()].emplace_back(std::string(label), std::move(op));
+  Progress();
+  work_.notify_one();
+  return absl::OkStatus();
+}
+
+bool ShmIpcDevice::Progress() {
+  bool ran = true;
+  while (ran) {
+    ran = false;
+    for (auto& [id, q] : queues_) {
+      while (!q.empty() && q.front().second()) {
+        q.pop_front();
+        ran = true;
+      }
+    }
+  }
+  for (const auto& [id, q] : queues_) {
+    if (!q.empty()) return false;
+  }
+  return true;
+}
+
+absl::Status ShmIpcDevice::Drain(std::unique_lock<std::mutex>& lock, std::string_view what) {
+  const auto start = std::chrono::steady_clock::now();
+  while (!Progress()) {
+    if (std::chrono::steady_clock::now() - start > kDrainLimit) {
+      for (const auto& [id, q] : queues_) {
+        if (q.empty()) continue;
+        return absl::DeadlineExceededError(absl::StrFormat(
+            "%s: stream %d of the shm device still waits after %d s at '%s'", what, id,
+            std::chrono::duration_cast<std::chrono::seconds>(kDrainLimit).count(),
+            q.front().first));
+      }
+    }
+    lock.unlock();
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+    lock.lock();
+  }
+  return absl::OkStatus();
+}
+
+void ShmIpcDevice::Engine() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    if (Progress()) {
+      work_.wait(lock);  // until something is enqueued, or the end
+    } else {
+      // Blocked on a flag a peer process sets: look again soon, as a spinning kernel does.
+      work_.wait_for(lock, std::chrono::microseconds(50));
+    }
+  }
+}
+
+absl::Status ShmIpcDevice::Synchronize() {
+  std::unique_lock<std::mutex> lock(mu_);
+  return Drain(lock, "synchronize");
+}
+
+absl::StatusOr<bool> ShmIpcDevice::RankIdle(int rank) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (rank != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("rank_idle: rank is %d; the shm device has only rank 0", rank));
+  }
+  return Progress();
 }
 
 absl::Status ShmIpcDevice::CheckStream(StreamId stream, std::string_view what) const {
@@ -131,21 +226,32 @@ absl::Status ShmIpcDevice::CheckStream(StreamId stream, std::string_view what) c
   return absl::OkStatus();
 }
 
-// Work runs at once, so an event has nothing to order: recording and waiting only check ids.
+// A record is numbered when enqueued; a wait waits for the records enqueued before it to run.
 absl::Status ShmIpcDevice::RecordEvent(EventId event, StreamId stream) {
+  std::unique_lock<std::mutex> lock(mu_);
   if (event.value() < 0 || event.value() >= next_event_) {
     return absl::InvalidArgumentError(
         absl::StrFormat("record_event: event %d is not an event of the shm device", event));
   }
-  return CheckStream(stream, "record_event");
+  if (absl::Status s = CheckStream(stream, "record_event"); !s.ok()) return s;
+  const uint64_t n = ++event_pending_[event.value()];
+  const int32_t e = event.value();
+  return Enqueue(stream, "record_event", [this, e, n] {
+    event_recorded_[e] = std::max(event_recorded_[e], n);
+    return true;
+  });
 }
 
 absl::Status ShmIpcDevice::WaitEvent(StreamId stream, EventId event) {
+  std::unique_lock<std::mutex> lock(mu_);
   if (event.value() < 0 || event.value() >= next_event_) {
     return absl::InvalidArgumentError(
         absl::StrFormat("wait_event: event %d is not an event of the shm device", event));
   }
-  return CheckStream(stream, "wait_event");
+  if (absl::Status s = CheckStream(stream, "wait_event"); !s.ok()) return s;
+  const int32_t e = event.value();
+  const uint64_t n = event_pending_[e];
+  return Enqueue(stream, "wait_event", [this, e, n] { return event_recorded_[e] >= n; });
 }
 
 absl::Status ShmIpcDevice::CheckRange(const MemRef& m, std::string_view what) const {
@@ -160,6 +266,7 @@ absl::Status ShmIpcDevice::CheckRange(const MemRef& m, std::string_view what) co
 
 absl::Status ShmIpcDevice::Copy(StreamId stream, const MemRef& dst, const MemRef& src,
                                 std::string_view label) {
+  std::unique_lock<std::mutex> lock(mu_);
   if (absl::Status s = CheckStream(stream, label); !s.ok()) return s;
   if (absl::Status s = CheckRange(dst, absl::StrFormat("%s dst", label)); !s.ok()) return s;
   if (absl::Status s = CheckRange(src, absl::StrFormat("%s src", label)); !s.ok()) return s;
@@ -168,29 +275,107 @@ absl::Status ShmIpcDevice::Copy(StreamId stream, const MemRef& dst, const MemRef
         "%s: dst is %d bytes, src is %d; a copy's must match", label, dst.bytes, src.bytes));
   }
   // memmove: a copy within one allocation may overlap.
-  std::memmove(reinterpret_cast<void*>(dst.addr), reinterpret_cast<const void*>(src.addr),
-               dst.bytes);
-  return absl::OkStatus();
+  return Enqueue(stream, label, [dst, src] {
+    std::memmove(reinterpret_cast<void*>(dst.addr), reinterpret_cast<const void*>(src.addr),
+                 dst.bytes);
+    return true;
+  });
 }
 
-absl::Status ShmIpcDevice::Reduce(StreamId /*stream*/, DType /*dtype*/, const Operand& /*dst*/,
-                                  absl::Span<const Operand> /*terms*/, int64_t /*elems*/,
+absl::Status ShmIpcDevice::Reduce(StreamId stream, DType dtype, const Operand& dst,
+                                  absl::Span<const Operand> terms, int64_t elems,
                                   std::string_view label) {
-  return absl::UnimplementedError(absl::StrFormat("%s: the shm device has no reduce", label));
+  std::unique_lock<std::mutex> lock(mu_);
+  if (absl::Status s = CheckStream(stream, label); !s.ok()) return s;
+  const uint64_t bytes = static_cast<uint64_t>(elems) * DTypeBytes(dtype);
+  if (elems < 0 || terms.empty() || dst.mem.bytes < bytes) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s: %d elements of %d terms into %d bytes",
+                                                      label, elems, terms.size(), dst.mem.bytes));
+  }
+  std::vector<MemRef> in;
+  for (const Operand& t : terms) {
+    if (t.codec != Codec::kPlain) {
+      return absl::UnimplementedError(
+          absl::StrFormat("%s: the shm device reduces plain operands only", label));
+    }
+    if (t.mem.bytes < bytes) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: a term of %d bytes for %d", label, t.mem.bytes, bytes));
+    }
+    if (absl::Status s = CheckRange(t.mem, absl::StrFormat("%s term", label)); !s.ok()) return s;
+    in.push_back(t.mem);
+  }
+  if (dst.codec != Codec::kPlain) {
+    return absl::UnimplementedError(
+        absl::StrFormat("%s: the shm device reduces plain operands only", label));
+  }
+  if (absl::Status s = CheckRange(dst.mem, absl::StrFormat("%s dst", label)); !s.ok()) return s;
+  const MemRef out = dst.mem;
+  // Sums in fp32, terms left to right, as Device::Reduce says.
+  return Enqueue(stream, label, [dtype, out, in, elems] {
+    for (int64_t i = 0; i < elems; ++i) {
+      float sum = 0;
+      for (size_t t = 0; t < in.size(); ++t) {
+        const float v = LoadAsFloat(dtype, reinterpret_cast<const void*>(in[t].addr), i);
+        sum = t == 0 ? v : sum + v;
+      }
+      StoreFromFloat(dtype, reinterpret_cast<void*>(out.addr), i, sum);
+    }
+    return true;
+  });
 }
 
-absl::Status ShmIpcDevice::SignalFlag(StreamId /*stream*/, const MemRef& /*counter*/,
-                                      const MemRef& /*peer_flag*/, std::string_view label) {
-  return absl::UnimplementedError(absl::StrFormat("%s: the shm device has no flags", label));
+absl::Status ShmIpcDevice::SignalFlag(StreamId stream, const MemRef& counter,
+                                      const MemRef& peer_flag, std::string_view label) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (absl::Status s = CheckStream(stream, label); !s.ok()) return s;
+  if (absl::Status s = CheckRange(counter.Slice(0, 8), label); !s.ok()) return s;
+  if (absl::Status s = CheckRange(peer_flag.Slice(0, 8), label); !s.ok()) return s;
+  return Enqueue(stream, label, [counter, peer_flag] {
+    const uint64_t v = ++*Word(counter);
+    __atomic_store_n(Word(peer_flag), v, __ATOMIC_RELEASE);
+    return true;
+  });
 }
 
-absl::Status ShmIpcDevice::WaitFlag(StreamId /*stream*/, const MemRef& /*expected*/,
-                                    const MemRef& /*flag*/, std::string_view label) {
-  return absl::UnimplementedError(absl::StrFormat("%s: the shm device has no flags", label));
+absl::Status ShmIpcDevice::WaitFlag(StreamId stream, const MemRef& expected, const MemRef& flag,
+                                    std::string_view label) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (absl::Status s = CheckStream(stream, label); !s.ok()) return s;
+  if (absl::Status s = CheckRange(expected.Slice(0, 8), label); !s.ok()) return s;
+  if (absl::Status s = CheckRange(flag.Slice(0, 8), label); !s.ok()) return s;
+  // The increment happens once, when the wait reaches the head of its stream.
+  auto target = std::make_shared<uint64_t>(0);
+  return Enqueue(stream, label, [expected, flag, target] {
+    if (*target == 0) *target = ++*Word(expected);
+    return __atomic_load_n(Word(flag), __ATOMIC_ACQUIRE) >= *target;
+  });
+}
+
+absl::Status ShmIpcDevice::WriteValue(StreamId stream, const MemRef& dst, uint64_t value,
+                                      std::string_view label) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (absl::Status s = CheckStream(stream, label); !s.ok()) return s;
+  if (absl::Status s = CheckRange(dst.Slice(0, 8), label); !s.ok()) return s;
+  return Enqueue(stream, label, [dst, value] {
+    __atomic_store_n(Word(dst), value, __ATOMIC_RELEASE);
+    return true;
+  });
+}
+
+absl::Status ShmIpcDevice::WaitValue(StreamId stream, const MemRef& flag, uint64_t value,
+                                     std::string_view label) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (absl::Status s = CheckStream(stream, label); !s.ok()) return s;
+  if (absl::Status s = CheckRange(flag.Slice(0, 8), label); !s.ok()) return s;
+  return Enqueue(stream, label,
+                 [flag, value] { return __atomic_load_n(Word(flag), __ATOMIC_ACQUIRE) >= value; });
 }
 
 absl::Status ShmIpcDevice::Write(const MemRef& dst, absl::Span<const uint8_t> bytes) {
+  std::unique_lock<std::mutex> lock(mu_);
   if (absl::Status s = CheckRange(dst, "write"); !s.ok()) return s;
+  if (absl::Status s = Drain(lock, "write"); !s.ok()) return s;
   if (bytes.size() != dst.bytes) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "write: dst is %d bytes, data is %d; they must match", dst.bytes, bytes.size()));
@@ -200,7 +385,9 @@ absl::Status ShmIpcDevice::Write(const MemRef& dst, absl::Span<const uint8_t> by
 }
 
 absl::Status ShmIpcDevice::Read(const MemRef& src, absl::Span<uint8_t> bytes) {
+  std::unique_lock<std::mutex> lock(mu_);
   if (absl::Status s = CheckRange(src, "read"); !s.ok()) return s;
+  if (absl::Status s = Drain(lock, "read"); !s.ok()) return s;
   if (bytes.size() != src.bytes) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "read: src is %d bytes, buffer is %d; they must match", src.bytes, bytes.size()));
@@ -212,6 +399,7 @@ absl::Status ShmIpcDevice::Read(const MemRef& src, absl::Span<uint8_t> bytes) {
 }
 
 absl::StatusOr<IpcHandle> ShmIpcDevice::ExportMemory(const MemRef& allocation) {
+  std::unique_lock<std::mutex> lock(mu_);
   auto it = allocations_.find(allocation.addr);
   if (allocation.rank != 0 || it == allocations_.end()) {
     return absl::InvalidArgumentError(
@@ -229,6 +417,7 @@ absl::StatusOr<IpcHandle> ShmIpcDevice::ExportMemory(const MemRef& allocation) {
 }
 
 absl::StatusOr<MemRef> ShmIpcDevice::OpenMemory(int rank, const IpcHandle& handle) {
+  std::unique_lock<std::mutex> lock(mu_);
   if (rank != 0) {
     return absl::InvalidArgumentError(
         absl::StrFormat("open: rank is %d; the shm device has only rank 0", rank));
@@ -262,6 +451,7 @@ absl::StatusOr<MemRef> ShmIpcDevice::OpenMemory(int rank, const IpcHandle& handl
 }
 
 absl::Status ShmIpcDevice::CloseMemory(const MemRef& mapping) {
+  std::unique_lock<std::mutex> lock(mu_);
   auto it = mappings_.find(mapping.addr);
   if (mapping.rank != 0 || it == mappings_.end()) {
     return absl::InvalidArgumentError(
@@ -269,12 +459,14 @@ absl::Status ShmIpcDevice::CloseMemory(const MemRef& mapping) {
                         "twice, or never opened?)",
                         mapping.addr, mapping.rank));
   }
+  if (absl::Status s = Drain(lock, "close"); !s.ok()) return s;
   ::munmap(it->second.base, it->second.bytes);
   mappings_.erase(it);
   return absl::OkStatus();
 }
 
 int64_t ShmIpcDevice::LiveAllocations(int rank) const {
+  std::unique_lock<std::mutex> lock(mu_);
   return rank == 0 ? static_cast<int64_t>(allocations_.size()) : -1;
 }
 
