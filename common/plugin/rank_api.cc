@@ -267,6 +267,7 @@ int32_t ApiIpcOpenMemHandle(void* ctx, const dmalab_ipc_mem_handle* handle, dmal
   std::memcpy(h.bytes.data(), handle->bytes, DMALAB_IPC_HANDLE_BYTES);
   absl::StatusOr<MemRef> m = self->device()->OpenMemory(self->rank(), h);
   if (!m.ok()) return self->Done(m.status());
+  self->Handed(*m);  // ranges inside it resolve to the mapping
   self->mappings[m->addr] = absl::StrFormat("[0x%x, 0x%x)", m->addr, m->end());
   *mapping = MemToAbi(*m);
   return DMALAB_OK;
