@@ -83,6 +83,8 @@ class SimMemory {
   // mappings a rank opens lie in the upper half (kMappingWindowOffset).
   static constexpr uint64_t kRankSpan = uint64_t{1} << 40;
   static constexpr uint64_t kMappingWindowOffset = kRankSpan / 2;
+  // Reserved ranges (sim/address_reservations.h) lie in the top quarter; mappings below it.
+  static constexpr uint64_t kReservationWindowOffset = kRankSpan / 4 * 3;
   static constexpr uint64_t RankBase(int rank) {
     return kBaseAddress + static_cast<uint64_t>(rank) * kRankSpan;
   }
