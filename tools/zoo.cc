@@ -249,6 +249,7 @@ const std::vector<PluginCase>& PluginCatalog() {
       {"small_message_spacing", "small_message_spacing_fixed",
        "examples/plugins/small_message_spacing.yaml"},
       {"ready_unordered", "ready_unordered_fixed", "examples/plugins/ready_unordered.yaml"},
+      {"custom_ar_graph_count", "custom_ar", "examples/plugins/custom_ar.yaml"},
   };
   return kAll;
 }
