@@ -309,8 +309,15 @@ absl::Status SpmdCollective::AllReduce(absl::Span<const TensorView> inputs,
 }
 
 absl::Status SpmdCollective::CaptureEnded() {
-  if (closed_ || plugin_->graph_captured == nullptr) return absl::OkStatus();
-  return OnEveryRank("graph_captured", [&](int r) { return plugin_->graph_captured(states_[r]); });
+  if (closed_) return absl::OkStatus();
+  absl::Status s = absl::OkStatus();
+  if (plugin_->graph_captured != nullptr) {
+    s = OnEveryRank("graph_captured", [&](int r) { return plugin_->graph_captured(states_[r]); });
+  }
+  // What the capture's calls and their registration hold (reserved ranges, mappings of the
+  // peers' graph buffers) lives as long as the graph: the new baseline, not growth per call.
+  for (size_t r = 0; r < ranks_.size(); ++r) growth_[r].Start(ranks_[r]->held().total());
+  return s;
 }
 
 absl::Status SpmdCollective::Close() {
