@@ -269,6 +269,8 @@ void SimDevice::CheckExporterAlive(int opener, const IpcMapping& map, const MemR
   const IpcExport& e = ipc_.exported(map.export_id);
   const AllocationInfo* a = memory_[e.rank].Find(e.alloc_id);
   if (a != nullptr && a->live) return;
+  // A graph's pool block stays the graph's: its replays use it in their own order.
+  if (memory_[e.rank].PoolAt(e.addr) != 0) return;
   Finding f = NewFinding(FindingKind::kStaleIpcMapping, e.rank, owner.addr, owner.end());
   f.mem.via_mapping = map.id;
   f.ops = {FindingOp{opener, "", context_, ""}};
@@ -301,27 +303,32 @@ absl::Status SimDevice::RefuseDuringCapture(std::string_view what) const {
 }
 
 absl::StatusOr<MemRef> SimDevice::Allocate(int rank, uint64_t bytes, std::string_view tag) {
-  if (absl::Status s = RefuseDuringCapture(
-          absl::StrFormat("allocate: %d bytes '%s' on rank %d", bytes, tag, rank));
-      !s.ok()) {
-    return s;
-  }
   if (rank < 0 || rank >= world_) {
     return absl::InvalidArgumentError(
         absl::StrFormat("allocate: rank is %d; ranks are 0..%d", rank, world_ - 1));
   }
-  return memory_[rank].Allocate(bytes, tag);
+  return memory_[rank].Allocate(bytes, tag, capture_ != nullptr ? capture_->pool : 0);
 }
 
 absl::Status SimDevice::Free(const MemRef& allocation) {
-  if (absl::Status s = RefuseDuringCapture(
-          absl::StrFormat("free: rank %d address 0x%x", allocation.rank, allocation.addr));
-      !s.ok()) {
-    return s;
-  }
   if (allocation.rank < 0 || allocation.rank >= world_) {
     return absl::InvalidArgumentError(
         absl::StrFormat("free: rank is %d; ranks are 0..%d", allocation.rank, world_ - 1));
+  }
+  if (capture_ != nullptr) {
+    if (memory_[allocation.rank].PoolAt(allocation.addr) != capture_->pool) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "free: rank %d address 0x%x during graph capture: only memory allocated in this "
+          "capture (the graph's private pool) may be freed while capturing; free the rest "
+          "before or after the capture",
+          allocation.rank, allocation.addr));
+    }
+    // Back to the graph's pool at once: later work of the capture is ordered after the work
+    // that used it, in every replay too.
+    if (absl::Status s = memory_[allocation.rank].Free(allocation, context_); !s.ok()) return s;
+    freed_.insert(allocation.alloc_id);
+    for (uint64_t id : memory_[allocation.rank].TakeDroppedIds()) freed_.erase(id);
+    return absl::OkStatus();
   }
   const AllocationInfo* info = memory_[allocation.rank].Find(allocation.alloc_id);
   const uint64_t bytes = info ? info->bytes : allocation.bytes;
@@ -358,6 +365,18 @@ absl::Status SimDevice::Enqueue(StreamId s, Op op, std::string_view label) {
     const auto reserved = [](const MemRef& m) {
       return m.bytes > 0 && AddressReservations::InWindow(m.rank, m.addr);
     };
+    // The graph owns its pool's blocks: its replays are not checked against the tensors that
+    // held them while capturing (a block freed and handed out again inside the capture).
+    const auto pool_owned = [&](MemRef& m) {
+      if (m.bytes > 0 && m.via_mapping == 0 && m.rank >= 0 && m.rank < world_ &&
+          memory_[m.rank].PoolAt(m.addr) != 0) {
+        m.alloc_id = 0;
+      }
+    };
+    pool_owned(op.dst);
+    pool_owned(op.src);
+    pool_owned(op.dst_operand.mem);
+    for (Operand& t : op.terms) pool_owned(t.mem);
     op.deferred = reserved(op.dst) || reserved(op.src) || reserved(op.dst_operand.mem) ||
                   std::any_of(op.terms.begin(), op.terms.end(),
                               [&](const Operand& t) { return reserved(t.mem); });
@@ -962,6 +981,24 @@ absl::StatusOr<IpcHandle> SimDevice::ExportMemory(const MemRef& allocation) {
         "again)",
         allocation.rank, allocation.addr));
   }
+  if (allocation.alloc_id != 0 && allocation.alloc_id != a->id) {
+    // A pointer kept past its tensor's free (no reference held): as CUDA, the handle exports
+    // whatever allocation holds the address now, which is another tensor's (the aiter#3838 class).
+    const AllocationInfo* was = memory_[allocation.rank].Find(allocation.alloc_id);
+    Finding f = NewFinding(FindingKind::kUseAfterReuse, allocation.rank, allocation.addr,
+                           allocation.addr + a->bytes);
+    f.mem.alloc_id = a->id;
+    f.alloc_tag = a->tag;
+    f.ops = {FindingOp{allocation.rank, "", context_, ""}};
+    f.message = absl::StrFormat(
+        "rank %d exported an IPC handle of 0x%x as allocation #%d%s after it was freed%s; the "
+        "block now belongs to allocation #%d '%s', which the handle exports instead; in '%s'",
+        allocation.rank, allocation.addr, allocation.alloc_id,
+        was != nullptr ? absl::StrFormat(" '%s'", was->tag) : std::string(),
+        was != nullptr ? absl::StrFormat(" (by '%s')", was->freed_by) : std::string(), a->id,
+        a->tag, context_);
+    findings_.Add(std::move(f));
+  }
   IpcExport e;
   e.rank = a->rank;
   e.alloc_id = a->id;
@@ -1294,6 +1331,7 @@ absl::StatusOr<GraphId> SimDevice::CaptureGraph(const std::function<absl::Status
     return absl::FailedPreconditionError("capture graph: a graph is already being captured");
   }
   Graph graph;
+  graph.pool = static_cast<uint32_t>(graphs_.size() + 1);
   capture_ = &graph;
   absl::Status s = body();
   capture_ = nullptr;

@@ -94,9 +94,14 @@ class SimDevice : public Device {
   // Graphs, as CUDA's: CaptureGraph records, with their arguments and addresses, the operations
   // `body` enqueues on any stream (nothing runs); every LaunchGraph re-enqueues exactly those
   // operations, so a value baked in at capture (a flag target, a buffer address) is replayed
-  // as captured, and every checker watches the replays. While capturing, allocation, free,
-  // host reads and writes and synchronization are refused (as CUDA refuses them), and a wait
-  // may only name an event recorded in the same capture.
+  // as captured, and every checker watches the replays. While capturing, host reads and writes
+  // and synchronization are refused (as CUDA refuses them), and a wait may only name an event
+  // recorded in the same capture. Allocations while capturing come from the graph's private pool
+  // (as PyTorch's graph pools): a free while capturing returns a pool block to that pool at once
+  // (the capture's stream order orders its uses), for later allocations of the same capture; the
+  // pool's blocks are never handed to anything else, so the graph owns them for its lifetime and
+  // its replays are not checked against the tensors that held them at capture. A free while
+  // capturing of memory outside the pool is refused.
   bool SupportsGraphs() const override { return true; }
   bool IsCapturing(StreamId /*stream*/) const override { return capture_ != nullptr; }
   absl::StatusOr<GraphId> CaptureGraph(const std::function<absl::Status()>& body) override;
@@ -198,6 +203,7 @@ class SimDevice : public Device {
   struct Graph {
     std::vector<CapturedOp> ops;
     std::set<EventId> recorded;  // events recorded inside the capture
+    uint32_t pool = 0;           // its private memory pool (SimMemory)
   };
 
   absl::Status CheckStream(StreamId s) const;

@@ -26,6 +26,13 @@
  *    buffers of call k+1 (wrong_sum, rank_inconsistent), and its last entry reads past the peers'
  *    lists, whose handles it cannot open and skips, leaving the range unmapped
  *    (unmapped_address when the graph runs).
+ *  - custom_ar_graph_output (EXAMPLE_GRAPH_OUTPUT, the ROCm/aiter#3838 class under graphs): it also
+ *    registers the outputs of captured default-form calls with its peers, as aiter does for a
+ *    two-shot whose gather writes into the peers' outputs (this example's gather still pulls: the
+ *    registration is where the class goes wrong). It records each output by pointer, holding no
+ *    reference, and exports it after the capture; when the capture freed that output and the
+ *    graph's pool handed its block to a later result, the handle exports the other tensor
+ *    (use_after_reuse).
  */
 #include "spmd_common.h"
 
@@ -47,6 +54,11 @@ typedef struct car_state {
   int32_t recorded;   /* entries recorded */
   int32_t registered; /* entries whose peers' buffers were opened */
   car_entry graph[CAR_GRAPH_MAX];
+#ifdef EXAMPLE_GRAPH_OUTPUT
+  dmalab_mem outputs[CAR_GRAPH_MAX]; /* captured default-form outputs, by pointer */
+  int32_t outputs_recorded, outputs_registered;
+  dmalab_mem output_peer[CAR_GRAPH_MAX][SP_MAX_RANKS]; /* the peers' outputs, opened */
+#endif
 } car_state;
 
 static int32_t car_create(const dmalab_rank_api* api, const dmalab_bootstrap* boot,
@@ -55,7 +67,7 @@ static int32_t car_create(const dmalab_rank_api* api, const dmalab_bootstrap* bo
   int32_t rc;
   if (st == NULL) return DMALAB_ERROR_INTERNAL;
   *state = st;
-#if defined(EXAMPLE_FIXED) || defined(EXAMPLE_GRAPH_COUNT)
+#if defined(EXAMPLE_FIXED) || defined(EXAMPLE_GRAPH_COUNT) || defined(EXAMPLE_GRAPH_OUTPUT)
   rc = sp_init(&st->sp, api, boot, config);
 #else
   {
@@ -93,6 +105,15 @@ static int32_t car_release_graph(car_state* st) {
     }
   }
   st->recorded = st->registered = 0;
+#ifdef EXAMPLE_GRAPH_OUTPUT
+  for (int32_t k = 0; k < st->outputs_registered; ++k) {
+    for (int32_t q = 0; q < sp->world; ++q) {
+      if (q == sp->rank) continue;
+      SP_CHECK(sp, api->ipc_close_mem_handle(api->ctx, &st->output_peer[k][q]));
+    }
+  }
+  st->outputs_recorded = st->outputs_registered = 0;
+#endif
   return DMALAB_OK;
 }
 
@@ -100,7 +121,7 @@ static int32_t car_destroy(void* state) {
   car_state* st = (car_state*)state;
   sp_state* sp = &st->sp;
   int32_t rc = car_release_graph(st);
-#if !defined(EXAMPLE_FIXED) && !defined(EXAMPLE_GRAPH_COUNT)
+#if !defined(EXAMPLE_FIXED) && !defined(EXAMPLE_GRAPH_COUNT) && !defined(EXAMPLE_GRAPH_OUTPUT)
   /* The raw addresses are no mappings: nothing to close for them. */
   for (int32_t q = 0; q < sp->world; ++q) sp->peer_buffer[q].bytes = 0;
   sp->peer_buffer[sp->rank] = sp->buffer;
@@ -180,8 +201,34 @@ static int32_t car_all_reduce(void* state, const dmalab_tensor* input, dmalab_me
   SP_CHECK(&st->sp,
            st->sp.api->allocate(st->sp.api->ctx, input->mem.bytes, "custom_ar result", &out.mem));
   *result = out.mem;
+#ifdef EXAMPLE_GRAPH_OUTPUT
+  if (st->sp.api->is_capturing(st->sp.api->ctx) && st->outputs_recorded < CAR_GRAPH_MAX) {
+    /* The bug: a pointer to a tensor the caller owns, kept with no reference. */
+    st->outputs[st->outputs_recorded++] = out.mem;
+  }
+#endif
   return car_all_reduce_into(state, input, &out);
 }
+
+#ifdef EXAMPLE_GRAPH_OUTPUT
+/* Exports the outputs recorded since the last registration, all-gathers and opens them. Every
+ * rank made the same default-form calls, so the counts agree. */
+static int32_t car_register_outputs(car_state* st) {
+  sp_state* sp = &st->sp;
+  const dmalab_rank_api* api = sp->api;
+  for (int32_t k = st->outputs_registered; k < st->outputs_recorded; ++k) {
+    dmalab_ipc_mem_handle own, all[SP_MAX_RANKS];
+    SP_CHECK(sp, api->ipc_get_mem_handle(api->ctx, &st->outputs[k], &own));
+    SP_CHECK(sp, sp->boot->allgather(sp->boot->ctx, &own, all, sizeof(own)));
+    for (int32_t q = 0; q < sp->world; ++q) {
+      if (q == sp->rank) continue;
+      SP_CHECK(sp, api->ipc_open_mem_handle(api->ctx, &all[q], &st->output_peer[k][q]));
+    }
+    st->outputs_registered = k + 1;
+  }
+  return DMALAB_OK;
+}
+#endif
 
 /* register_graph_buffers: the buffers recorded since the last registration, exported,
  * all-gathered and opened into the ranges of the calls that recorded them. */
@@ -248,6 +295,9 @@ static int32_t car_graph_captured(void* state) {
   free(send);
   free(all);
   if (rc == DMALAB_OK) st->registered = st->recorded;
+#ifdef EXAMPLE_GRAPH_OUTPUT
+  if (rc == DMALAB_OK) rc = car_register_outputs(st);
+#endif
   return rc;
 }
 
@@ -262,6 +312,8 @@ static const dmalab_plugin_v2 kPlugin = {
     "custom_ar",
 #elif defined(EXAMPLE_GRAPH_COUNT)
     "custom_ar_graph_count",
+#elif defined(EXAMPLE_GRAPH_OUTPUT)
+    "custom_ar_graph_output",
 #else
     "custom_ar_raw_peer",
 #endif

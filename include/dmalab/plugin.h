@@ -253,7 +253,9 @@ typedef struct dmalab_rank_api {
   const char* (*last_error)(void* ctx);
 
   /* Memory of this rank, through the device's caching allocator (a freed block may be handed out
-   * again at once). A plugin frees only what it allocated and still owns. Not while capturing. */
+   * again at once). A plugin frees only what it allocated and still owns. While capturing, the
+   * simulator allocates from the graph's private pool (a default-form result of a captured call),
+   * and frees only what the same capture allocated; the CUDA backend refuses both. */
   int32_t (*allocate)(void* ctx, uint64_t bytes, const char* tag, dmalab_mem* out);
   int32_t (*free)(void* ctx, const dmalab_mem* allocation);
 

@@ -426,6 +426,9 @@ INSTANTIATE_TEST_SUITE_P(
         SpmdExample{"custom_ar", "examples/plugins/graph_shared_buffer.yaml", ""},
         SpmdExample{"custom_ar", "examples/plugins/custom_ar.yaml", ""},
         SpmdExample{"custom_ar_graph_count", "examples/plugins/custom_ar.yaml", "unmapped_address"},
+        SpmdExample{"custom_ar", "examples/plugins/custom_ar_graph_pool.yaml", ""},
+        SpmdExample{"custom_ar_graph_output", "examples/plugins/custom_ar_graph_pool.yaml",
+                    "use-after-reuse"},
         SpmdExample{"custom_ar_raw_peer", "scenarios/explicit_outputs_tp3.yaml", "foreign_address"},
         SpmdExample{"registered_input_fixed", "examples/plugins/registered_input.yaml", ""},
         SpmdExample{"registered_input_fixed", "scenarios/explicit_outputs_tp3.yaml", ""},
@@ -443,7 +446,8 @@ TEST(SpmdAbiTest, TheSameSeedGivesTheSameReportBytes) {
            {"examples/plugins/registered_input.yaml", "custom_ar"},
            {"examples/plugins/registered_input.yaml", "registered_input_cache"},
            {"examples/plugins/custom_ar.yaml", "custom_ar"},
-           {"examples/plugins/custom_ar.yaml", "custom_ar_graph_count"}}) {
+           {"examples/plugins/custom_ar.yaml", "custom_ar_graph_count"},
+           {"examples/plugins/custom_ar_graph_pool.yaml", "custom_ar_graph_output"}}) {
     absl::StatusOr<Scenario> s = LoadScenarioFile(file);
     ASSERT_TRUE(s.ok()) << s.status();
     std::string text[2];
