@@ -7,8 +7,10 @@
  * Under graph capture it works as vLLM's does (register_graph_buffers): a captured call copies
  * nothing; the captured kernel reads the peers' inputs in place through per-call peer ranges
  * (vLLM's RankData entry), reserved at capture (reserve_address) and still empty; the rank records
- * its input in its list of graph buffers. When the capture ends (graph_captured) every rank
- * exports a handle for each recorded buffer, all-gathers them and opens peer q's entry k into the
+ * its input in its list of graph buffers, with the input's IPC handle taken while the caller's
+ * reference keeps it alive (the capture may free it later: a result freed inside the capture goes
+ * back to the graph's pool, whose block the graph keeps). When the capture ends (graph_captured)
+ * every rank all-gathers the handles of its recorded buffers and opens peer q's entry k into the
  * ranges of its own call k (ipc_open_mem_handle_at). Every rank must record the same number, in
  * the same order. An in-place call, or a device without address reservations, takes the eager path
  * (the copy into the registered buffer) inside a capture too.
@@ -44,6 +46,7 @@
  * captured kernel reads the peers' inputs of the same call. */
 typedef struct car_entry {
   dmalab_mem input;
+  dmalab_ipc_mem_handle handle; /* the input's, taken when the call was captured */
   dmalab_mem peer[SP_MAX_RANKS]; /* own entry: input; peers: reserved ranges */
   int32_t mapped[SP_MAX_RANKS];  /* a peer's buffer is open in peer[q] */
 } car_entry;
@@ -156,6 +159,7 @@ static int32_t car_record(car_state* st, const dmalab_mem* input, int32_t* index
       return sp_fail(sp, "reserve_address failed: %s", api->last_error(api->ctx));
     }
   }
+  SP_CHECK(sp, api->ipc_get_mem_handle(api->ctx, input, &e->handle));
   *index = st->recorded++;
   return DMALAB_OK;
 }
@@ -260,13 +264,7 @@ static int32_t car_graph_captured(void* state) {
     free(all);
     return sp_fail(sp, "register_graph_buffers: out of host memory");
   }
-  for (int64_t k = 0; k < mine && rc == DMALAB_OK; ++k) {
-    if (api->ipc_get_mem_handle(api->ctx, &st->graph[st->registered + k].input, &send[k]) !=
-        DMALAB_OK) {
-      rc = sp_fail(sp, "ipc_get_mem_handle of graph buffer %lld failed: %s", (long long)k,
-                   api->last_error(api->ctx));
-    }
-  }
+  for (int64_t k = 0; k < mine; ++k) send[k] = st->graph[st->registered + k].handle;
   if (rc == DMALAB_OK &&
       sp->boot->allgather(sp->boot->ctx, send, all, CAR_GRAPH_MAX * sizeof(*send)) != DMALAB_OK) {
     rc = sp_fail(sp, "allgather of graph buffer handles failed: %s", api->last_error(api->ctx));
