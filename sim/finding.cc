@@ -22,6 +22,8 @@ std::string_view FindingKindName(FindingKind kind) {
       return "foreign_address";
     case FindingKind::kStaleIpcMapping:
       return "stale_ipc_mapping";
+    case FindingKind::kUnmappedAddress:
+      return "unmapped_address";
   }
   return "?";
 }

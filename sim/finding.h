@@ -22,6 +22,8 @@ enum class FindingKind {
   kForeignAddress,     // a rank used another rank's raw address as its own (no IPC mapping)
   kStaleIpcMapping,    // an IPC mapping opened or used after the exporter freed the allocation
                        // (or after the opener closed it)
+  kUnmappedAddress,    // work reached a reserved address range where nothing was mapped
+                       // (keep last: FindingLog::kKinds counts up to it)
 };
 
 std::string_view FindingKindName(FindingKind kind);
@@ -67,7 +69,7 @@ class FindingLog {
 
  private:
   std::vector<Finding> findings_;
-  static constexpr int kKinds = 8;
+  static constexpr int kKinds = static_cast<int>(FindingKind::kUnmappedAddress) + 1;
   int counts_[kKinds] = {};
 };
 

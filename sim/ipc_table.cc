@@ -94,6 +94,12 @@ absl::StatusOr<const IpcMapping*> IpcTable::Map(int rank, uint64_t export_id, st
         rank, mappings_.size(), kMaxMappings));
   }
   const IpcExport& e = exported(export_id);
+  const uint64_t span = (e.bytes + kMappingAlign - 1) / kMappingAlign * kMappingAlign;
+  if (next_addr_[rank] + span > SimMemory::RankBase(rank) + SimMemory::kReservationWindowOffset) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "rank %d: IPC open refused: the rank's mapping window is full (%d mappings opened)", rank,
+        mappings_.size()));
+  }
   IpcMapping m;
   m.id = mappings_.size() + 1;
   m.rank = rank;
@@ -101,7 +107,29 @@ absl::StatusOr<const IpcMapping*> IpcTable::Map(int rank, uint64_t export_id, st
   m.bytes = e.bytes;
   m.export_id = export_id;
   m.opened_by = std::string(by);
-  next_addr_[rank] += (e.bytes + kMappingAlign - 1) / kMappingAlign * kMappingAlign;
+  next_addr_[rank] += span;
+  by_addr_[rank][m.addr] = m.id;
+  ++open_[rank];
+  mappings_.push_back(std::move(m));
+  return &mappings_.back();
+}
+
+absl::StatusOr<const IpcMapping*> IpcTable::MapAt(int rank, uint64_t export_id, uint64_t addr,
+                                                  std::string_view by) {
+  if (mappings_.size() >= kMaxMappings) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "rank %d: IPC open refused: %d mappings were opened on this device already (the "
+        "simulator keeps at most %d)",
+        rank, mappings_.size(), kMaxMappings));
+  }
+  IpcMapping m;
+  m.id = mappings_.size() + 1;
+  m.rank = rank;
+  m.addr = addr;
+  m.bytes = exported(export_id).bytes;
+  m.export_id = export_id;
+  m.placed = true;
+  m.opened_by = std::string(by);
   by_addr_[rank][m.addr] = m.id;
   ++open_[rank];
   mappings_.push_back(std::move(m));
@@ -136,12 +164,13 @@ absl::Status IpcTable::Unmap(int rank, uint64_t addr, std::string_view by) {
   m.open = false;
   m.closed_by = std::string(by);
   --open_[rank];
+  if (m.placed) by_addr_[rank].erase(m.addr);
   return absl::OkStatus();
 }
 
 bool IpcTable::InWindow(int rank, uint64_t addr) {
   const uint64_t lo = SimMemory::RankBase(rank) + SimMemory::kMappingWindowOffset;
-  return addr >= lo && addr < SimMemory::RankBase(rank) + SimMemory::kRankSpan;
+  return addr >= lo && addr < SimMemory::RankBase(rank) + SimMemory::kReservationWindowOffset;
 }
 
 }  // namespace dmalab

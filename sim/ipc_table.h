@@ -42,6 +42,7 @@ struct IpcMapping {
   uint64_t bytes = 0;
   uint64_t export_id = 0;
   bool open = true;
+  bool placed = false;  // at the start of a reserved range (MapAt): its address is reused
   std::string opened_by, closed_by;  // contexts
 };
 
@@ -61,12 +62,18 @@ class IpcTable {
   // A new mapping of memory export `export_id` into `rank`'s mapping window. Errors past
   // kMaxMappings mappings.
   absl::StatusOr<const IpcMapping*> Map(int rank, uint64_t export_id, std::string_view by);
+  // A new mapping of memory export `export_id` placed at addr on `rank` (the start of a reserved
+  // range, sim/address_reservations.h, which the caller checked). Once closed it is forgotten by
+  // address: the range may hold another mapping.
+  absl::StatusOr<const IpcMapping*> MapAt(int rank, uint64_t export_id, uint64_t addr,
+                                          std::string_view by);
+  const IpcMapping& mapping(uint64_t id) const { return mappings_.at(id - 1); }
   // The mapping (open or closed) whose range covers addr on `rank`, or null.
   const IpcMapping* MappingAt(int rank, uint64_t addr) const;
   // Closes the mapping that starts at addr on `rank`; errors name what addr is instead (inside
   // a mapping, not in any, already closed and by whom).
   absl::Status Unmap(int rank, uint64_t addr, std::string_view by);
-  // Whether addr lies in `rank`'s mapping window (mapped or not).
+  // Whether addr lies in `rank`'s mapping window (mapped or not), below the reservations'.
   static bool InWindow(int rank, uint64_t addr);
   // Mappings `rank` holds open.
   int64_t OpenMappings(int rank) const { return open_[rank]; }

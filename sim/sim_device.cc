@@ -1,5 +1,6 @@
 #include "sim/sim_device.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <memory>
@@ -107,6 +108,7 @@ SimDevice::SimDevice(int world, uint64_t seed, Fidelity fidelity)
       fidelity_(fidelity),
       rng_(seed),
       ipc_(world, seed ^ 0x6970635f6e6f6e63ull),
+      reservations_(world),
       races_(world) {
   if (fidelity == Fidelity::kShadow) shadow_.resize(world);
   for (int r = 0; r < world; ++r) {
@@ -135,6 +137,7 @@ absl::Status SimDevice::CheckMem(MemRef& m, std::string_view what) {
     return absl::InvalidArgumentError(
         absl::StrFormat("%s is on rank %d; ranks are 0..%d", what, m.rank, world_ - 1));
   }
+  if (AddressReservations::InWindow(m.rank, m.addr)) return ResolveReserved(m, what);
   if (IpcTable::InWindow(m.rank, m.addr)) return ResolveMapping(m, what);
   if (const int owner = SimMemory::RankOfAddress(m.addr, world_); owner >= 0 && owner != m.rank) {
     Finding f = NewFinding(FindingKind::kForeignAddress, owner, m.addr, m.end());
@@ -166,6 +169,12 @@ absl::Status SimDevice::ResolveMapping(MemRef& m, std::string_view what) {
         "opened",
         what, m.rank, m.addr));
   }
+  return ResolveThrough(m, *map, what);
+}
+
+absl::Status SimDevice::ResolveThrough(MemRef& m, const IpcMapping& mapping,
+                                       std::string_view what) {
+  const IpcMapping* map = &mapping;
   const IpcExport& e = ipc_.exported(map->export_id);
   const MemRef owner{e.rank, e.addr + (m.addr - map->addr), m.bytes, e.alloc_id, map->id};
   if (!map->open) {
@@ -196,11 +205,72 @@ absl::Status SimDevice::ResolveMapping(MemRef& m, std::string_view what) {
   return absl::OkStatus();
 }
 
+absl::Status SimDevice::ResolveReserved(MemRef& m, std::string_view what) {
+  const Reservation* r = reservations_.At(m.rank, m.addr);
+  if (r == nullptr) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: rank %d address 0x%x lies in the rank's reserved-address window but in no range it "
+        "reserved",
+        what, m.rank, m.addr));
+  }
+  if (m.end() > r->addr + r->bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: rank %d [0x%x, 0x%x) reaches past the end of %s", what, m.rank, m.addr,
+                        m.end(), r->Describe()));
+  }
+  // A graph names the address; what is mapped there is looked up when it runs.
+  if (capture_ != nullptr && !r->released) return absl::OkStatus();
+  std::string why;
+  if (r->released) {
+    why = absl::StrFormat("the range was released by '%s'", r->released_by);
+  } else if (r->mapping == 0) {
+    why = r->closed_mapping == 0
+              ? std::string("no mapping was ever placed in it")
+              : absl::StrFormat("its IPC mapping #%d was closed by '%s'", r->closed_mapping,
+                                ipc_.mapping(r->closed_mapping).closed_by);
+  } else if (const IpcMapping& map = ipc_.mapping(r->mapping); m.end() > map.addr + map.bytes) {
+    why = absl::StrFormat(
+        "IPC mapping #%d there covers only [0x%x, 0x%x) (rank %d's allocation '%s', opened by "
+        "'%s')",
+        map.id, map.addr, map.addr + map.bytes, ipc_.exported(map.export_id).rank,
+        ipc_.exported(map.export_id).tag, map.opened_by);
+  } else {
+    return ResolveThrough(m, map, what);
+  }
+  Finding f = NewFinding(FindingKind::kUnmappedAddress, m.rank, m.addr, m.end());
+  f.ops = {FindingOp{m.rank, "", context_, ""}};
+  f.message = absl::StrFormat(
+      "rank %d reached [0x%x, 0x%x) (%s, %d bytes) in its %s, where nothing is mapped: %s "
+      "(reserved by '%s'); in '%s'",
+      m.rank, m.addr, m.end(), what, m.bytes, r->Describe(), why, r->reserved_by, context_);
+  const std::string error = f.message;
+  findings_.Add(std::move(f));
+  return absl::FailedPreconditionError(error);
+}
+
+absl::Status SimDevice::ResolveDeferred(Op& op) {
+  const auto resolve = [&](MemRef& m, std::string_view what) -> absl::Status {
+    if (!AddressReservations::InWindow(m.rank, m.addr)) return absl::OkStatus();
+    return ResolveReserved(m, what);
+  };
+  if (op.kind == OpKind::kReduce) {
+    if (absl::Status s = resolve(op.dst_operand.mem, "reduce operand"); !s.ok()) return s;
+    for (Operand& t : op.terms) {
+      if (absl::Status s = resolve(t.mem, "reduce operand"); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+  if (absl::Status s = resolve(op.dst, "dst"); !s.ok()) return s;
+  return resolve(op.src, "src");
+}
+
 void SimDevice::CheckExporterAlive(int opener, const IpcMapping& map, const MemRef& owner,
                                    std::string_view verb) {
   const IpcExport& e = ipc_.exported(map.export_id);
   const AllocationInfo* a = memory_[e.rank].Find(e.alloc_id);
   if (a != nullptr && a->live) return;
+  // A graph's pool block stays the graph's: its replays use it in their own order.
+  if (memory_[e.rank].PoolAt(e.addr) != 0) return;
   Finding f = NewFinding(FindingKind::kStaleIpcMapping, e.rank, owner.addr, owner.end());
   f.mem.via_mapping = map.id;
   f.ops = {FindingOp{opener, "", context_, ""}};
@@ -233,27 +303,32 @@ absl::Status SimDevice::RefuseDuringCapture(std::string_view what) const {
 }
 
 absl::StatusOr<MemRef> SimDevice::Allocate(int rank, uint64_t bytes, std::string_view tag) {
-  if (absl::Status s = RefuseDuringCapture(
-          absl::StrFormat("allocate: %d bytes '%s' on rank %d", bytes, tag, rank));
-      !s.ok()) {
-    return s;
-  }
   if (rank < 0 || rank >= world_) {
     return absl::InvalidArgumentError(
         absl::StrFormat("allocate: rank is %d; ranks are 0..%d", rank, world_ - 1));
   }
-  return memory_[rank].Allocate(bytes, tag);
+  return memory_[rank].Allocate(bytes, tag, capture_ != nullptr ? capture_->pool : 0);
 }
 
 absl::Status SimDevice::Free(const MemRef& allocation) {
-  if (absl::Status s = RefuseDuringCapture(
-          absl::StrFormat("free: rank %d address 0x%x", allocation.rank, allocation.addr));
-      !s.ok()) {
-    return s;
-  }
   if (allocation.rank < 0 || allocation.rank >= world_) {
     return absl::InvalidArgumentError(
         absl::StrFormat("free: rank is %d; ranks are 0..%d", allocation.rank, world_ - 1));
+  }
+  if (capture_ != nullptr) {
+    if (memory_[allocation.rank].PoolAt(allocation.addr) != capture_->pool) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "free: rank %d address 0x%x during graph capture: only memory allocated in this "
+          "capture (the graph's private pool) may be freed while capturing; free the rest "
+          "before or after the capture",
+          allocation.rank, allocation.addr));
+    }
+    // Back to the graph's pool at once: later work of the capture is ordered after the work
+    // that used it, in every replay too.
+    if (absl::Status s = memory_[allocation.rank].Free(allocation, context_); !s.ok()) return s;
+    freed_.insert(allocation.alloc_id);
+    for (uint64_t id : memory_[allocation.rank].TakeDroppedIds()) freed_.erase(id);
+    return absl::OkStatus();
   }
   const AllocationInfo* info = memory_[allocation.rank].Find(allocation.alloc_id);
   const uint64_t bytes = info ? info->bytes : allocation.bytes;
@@ -287,6 +362,24 @@ absl::StatusOr<EventId> SimDevice::CreateEvent(int rank) {
 absl::Status SimDevice::Enqueue(StreamId s, Op op, std::string_view label) {
   if (capture_ != nullptr) {
     if (op.kind == OpKind::kRecord) capture_->recorded.insert(op.event);
+    const auto reserved = [](const MemRef& m) {
+      return m.bytes > 0 && AddressReservations::InWindow(m.rank, m.addr);
+    };
+    // The graph owns its pool's blocks: its replays are not checked against the tensors that
+    // held them while capturing (a block freed and handed out again inside the capture).
+    const auto pool_owned = [&](MemRef& m) {
+      if (m.bytes > 0 && m.via_mapping == 0 && m.rank >= 0 && m.rank < world_ &&
+          memory_[m.rank].PoolAt(m.addr) != 0) {
+        m.alloc_id = 0;
+      }
+    };
+    pool_owned(op.dst);
+    pool_owned(op.src);
+    pool_owned(op.dst_operand.mem);
+    for (Operand& t : op.terms) pool_owned(t.mem);
+    op.deferred = reserved(op.dst) || reserved(op.src) || reserved(op.dst_operand.mem) ||
+                  std::any_of(op.terms.begin(), op.terms.end(),
+                              [&](const Operand& t) { return reserved(t.mem); });
     capture_->ops.push_back(CapturedOp{s, std::move(op), std::string(label)});
     return absl::OkStatus();
   }
@@ -892,6 +985,24 @@ absl::StatusOr<IpcHandle> SimDevice::ExportMemory(const MemRef& allocation) {
         "again)",
         allocation.rank, allocation.addr));
   }
+  if (allocation.alloc_id != 0 && allocation.alloc_id != a->id) {
+    // A pointer kept past its tensor's free (no reference held): as CUDA, the handle exports
+    // whatever allocation holds the address now, which is another tensor's (the aiter#3838 class).
+    const AllocationInfo* was = memory_[allocation.rank].Find(allocation.alloc_id);
+    Finding f = NewFinding(FindingKind::kUseAfterReuse, allocation.rank, allocation.addr,
+                           allocation.addr + a->bytes);
+    f.mem.alloc_id = a->id;
+    f.alloc_tag = a->tag;
+    f.ops = {FindingOp{allocation.rank, "", context_, ""}};
+    f.message = absl::StrFormat(
+        "rank %d exported an IPC handle of 0x%x as allocation #%d%s after it was freed%s; the "
+        "block now belongs to allocation #%d '%s', which the handle exports instead; in '%s'",
+        allocation.rank, allocation.addr, allocation.alloc_id,
+        was != nullptr ? absl::StrFormat(" '%s'", was->tag) : std::string(),
+        was != nullptr ? absl::StrFormat(" (by '%s')", was->freed_by) : std::string(), a->id,
+        a->tag, context_);
+    findings_.Add(std::move(f));
+  }
   IpcExport e;
   e.rank = a->rank;
   e.alloc_id = a->id;
@@ -935,6 +1046,73 @@ absl::Status SimDevice::CloseMemory(const MemRef& mapping) {
   }
   if (absl::Status s = ipc_.Unmap(mapping.rank, mapping.addr, context_); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("ipc close: ", s.message()));
+  }
+  if (AddressReservations::InWindow(mapping.rank, mapping.addr)) {
+    // A mapping placed in a reserved range: the range is unmapped again.
+    const Reservation* r = reservations_.At(mapping.rank, mapping.addr);
+    if (r != nullptr && r->mapping != 0 && r->addr == mapping.addr) {
+      reservations_.SetMapping(r->id, 0);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<MemRef> SimDevice::ReserveAddress(int rank, uint64_t bytes) {
+  if (rank < 0 || rank >= world_) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("reserve_address: rank is %d; ranks are 0..%d", rank, world_ - 1));
+  }
+  absl::StatusOr<const Reservation*> r = reservations_.Reserve(rank, bytes, context_);
+  if (!r.ok()) return r.status();
+  return MemRef{rank, (*r)->addr, (*r)->bytes, 0, 0};
+}
+
+absl::StatusOr<MemRef> SimDevice::OpenMemoryAt(int rank, const IpcHandle& handle,
+                                               const MemRef& reserved) {
+  if (rank < 0 || rank >= world_ || reserved.rank != rank) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "ipc open at: rank is %d, the reserved range's rank %d; ranks are 0..%d and both must be "
+        "the opener's",
+        rank, reserved.rank, world_ - 1));
+  }
+  absl::StatusOr<uint64_t> id = ipc_.Decode(handle.bytes, /*events=*/false);
+  if (!id.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("ipc open at on rank %d: %s", rank, id.status().message()));
+  }
+  const IpcExport& e = ipc_.exported(*id);
+  if (e.rank == rank) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "ipc open at on rank %d: the handle is the rank's own allocation #%d '%s'; a process maps "
+        "only its peers' memory (CUDA refuses this too): use the allocation itself",
+        rank, e.alloc_id, e.tag));
+  }
+  absl::StatusOr<const Reservation*> r = reservations_.ForMapping(rank, reserved.addr, e.bytes);
+  if (!r.ok()) {
+    return absl::Status(r.status().code(), absl::StrCat("ipc open at: ", r.status().message()));
+  }
+  absl::StatusOr<const IpcMapping*> map = ipc_.MapAt(rank, *id, (*r)->addr, context_);
+  if (!map.ok()) return map.status();
+  reservations_.SetMapping((*r)->id, (*map)->id);
+  const MemRef owner{e.rank, e.addr, e.bytes, e.alloc_id, (*map)->id};
+  CheckExporterAlive(rank, **map, owner, "opened");
+  return MemRef{rank, (*map)->addr, (*map)->bytes, 0, 0};
+}
+
+absl::Status SimDevice::ReleaseAddress(const MemRef& reserved) {
+  if (reserved.rank < 0 || reserved.rank >= world_) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("release_address: rank is %d; ranks are 0..%d", reserved.rank, world_ - 1));
+  }
+  absl::StatusOr<const Reservation*> r =
+      reservations_.Release(reserved.rank, reserved.addr, context_);
+  if (!r.ok()) {
+    return absl::Status(r.status().code(), absl::StrCat("release_address: ", r.status().message()));
+  }
+  if ((*r)->mapping != 0) {
+    // Releasing unmaps, as cuMemUnmap before cuMemAddressFree.
+    if (absl::Status s = ipc_.Unmap(reserved.rank, (*r)->addr, context_); !s.ok()) return s;
+    reservations_.SetMapping((*r)->id, 0);
   }
   return absl::OkStatus();
 }
@@ -1157,6 +1335,7 @@ absl::StatusOr<GraphId> SimDevice::CaptureGraph(const std::function<absl::Status
     return absl::FailedPreconditionError("capture graph: a graph is already being captured");
   }
   Graph graph;
+  graph.pool = static_cast<uint32_t>(graphs_.size() + 1);
   capture_ = &graph;
   absl::Status s = body();
   capture_ = nullptr;
@@ -1203,6 +1382,14 @@ absl::Status SimDevice::LaunchGraph(GraphId graph) {
     Op op = c.op;
     if (op.kind == OpKind::kRecord) op.event_seq = ++events_[op.event.value()].records;
     if (op.kind == OpKind::kWaitEvent) op.event_seq = events_[op.event.value()].records;
+    if (op.deferred) {
+      // Findings name the captured op; the context of what is enqueued stays the launch's.
+      const std::string launch_context = context_;
+      context_ = absl::StrFormat("%s %s (%s)", prefix, c.label, launch_context);
+      absl::Status resolved = ResolveDeferred(op);
+      context_ = launch_context;
+      if (!resolved.ok()) return resolved;
+    }
     if (absl::Status s = Enqueue(c.stream, std::move(op), absl::StrCat(prefix, " ", c.label));
         !s.ok()) {
       return s;

@@ -31,6 +31,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "common/core/device.h"
 #include "common/core/provenance.h"
+#include "sim/address_reservations.h"
 #include "sim/finding.h"
 #include "sim/ipc_table.h"
 #include "sim/race_checker.h"
@@ -94,9 +95,14 @@ class SimDevice : public Device {
   // Graphs, as CUDA's: CaptureGraph records, with their arguments and addresses, the operations
   // `body` enqueues on any stream (nothing runs); every LaunchGraph re-enqueues exactly those
   // operations, so a value baked in at capture (a flag target, a buffer address) is replayed
-  // as captured, and every checker watches the replays. While capturing, allocation, free,
-  // host reads and writes and synchronization are refused (as CUDA refuses them), and a wait
-  // may only name an event recorded in the same capture.
+  // as captured, and every checker watches the replays. While capturing, host reads and writes
+  // and synchronization are refused (as CUDA refuses them), and a wait may only name an event
+  // recorded in the same capture. Allocations while capturing come from the graph's private pool
+  // (as PyTorch's graph pools): a free while capturing returns a pool block to that pool at once
+  // (the capture's stream order orders its uses), for later allocations of the same capture; the
+  // pool's blocks are never handed to anything else, so the graph owns them for its lifetime and
+  // its replays are not checked against the tensors that held them at capture. A free while
+  // capturing of memory outside the pool is refused.
   bool SupportsGraphs() const override { return true; }
   bool IsCapturing(StreamId /*stream*/) const override { return capture_ != nullptr; }
   absl::StatusOr<GraphId> CaptureGraph(const std::function<absl::Status()>& body) override;
@@ -110,6 +116,13 @@ class SimDevice : public Device {
   absl::Status CloseMemory(const MemRef& mapping) override;
   absl::StatusOr<IpcHandle> ExportEvent(EventId event) override;
   absl::StatusOr<EventId> OpenEvent(int rank, const IpcHandle& handle) override;
+  // Deferred mappings (sim/address_reservations.h): work on a reserved range resolves it when
+  // enqueued outside a capture, and at every launch when captured; nothing mapped there then is
+  // an unmapped_address finding and an error.
+  absl::StatusOr<MemRef> ReserveAddress(int rank, uint64_t bytes) override;
+  absl::StatusOr<MemRef> OpenMemoryAt(int rank, const IpcHandle& handle,
+                                      const MemRef& reserved) override;
+  absl::Status ReleaseAddress(const MemRef& reserved) override;
   // Runs every operation that can run; never reports a deadlock (other ranks' host threads may
   // still enqueue what the rank's work waits for).
   absl::StatusOr<bool> RankIdle(int rank) override;
@@ -160,7 +173,8 @@ class SimDevice : public Device {
     uint64_t wait_target = 0;  // kWaitFlag: set on the first attempt; kWaitValue, kWriteValue: the
                                // immediate value
     bool wait_armed = false;
-    double host_us = 0;  // timing: host clock at enqueue
+    double host_us = 0;     // timing: host clock at enqueue
+    bool deferred = false;  // captured with operands in reserved ranges: resolved at each launch
   };
   struct Stream {
     int rank;
@@ -190,6 +204,7 @@ class SimDevice : public Device {
   struct Graph {
     std::vector<CapturedOp> ops;
     std::set<EventId> recorded;  // events recorded inside the capture
+    uint32_t pool = 0;           // its private memory pool (SimMemory)
   };
 
   absl::Status CheckStream(StreamId s) const;
@@ -203,6 +218,12 @@ class SimDevice : public Device {
   // live allocation that covers it, so later frees are checked against it.
   absl::Status CheckMem(MemRef& m, std::string_view what);
   absl::Status ResolveMapping(MemRef& m, std::string_view what);
+  absl::Status ResolveThrough(MemRef& m, const IpcMapping& map, std::string_view what);
+  // A view in a reserved range: while capturing it stays as it is (resolved at every launch);
+  // otherwise through the mapping placed there, or an unmapped_address finding and an error.
+  absl::Status ResolveReserved(MemRef& m, std::string_view what);
+  // A captured op's operands in reserved ranges, resolved for one launch.
+  absl::Status ResolveDeferred(Op& op);
   // A stale_ipc_mapping finding when the allocation behind `map` was freed.
   void CheckExporterAlive(int opener, const IpcMapping& map, const MemRef& owner,
                           std::string_view verb);
@@ -245,6 +266,7 @@ class SimDevice : public Device {
   std::mt19937_64 rng_;
   std::vector<SimMemory> memory_;
   IpcTable ipc_;
+  AddressReservations reservations_;
   std::vector<ShadowMemory> shadow_;  // shadow fidelity: per rank
   std::set<std::pair<int, uint64_t>> unknown_words_reported_;
   std::vector<Stream> streams_;

@@ -34,10 +34,23 @@ int SimMemory::RankOfAddress(uint64_t addr, int world) {
   return rank < static_cast<uint64_t>(world) ? static_cast<int>(rank) : -1;
 }
 
-void SimMemory::InsertFree(uint64_t addr) { free_.insert({blocks_.at(addr).bytes, addr}); }
-void SimMemory::EraseFree(uint64_t addr) { free_.erase({blocks_.at(addr).bytes, addr}); }
+void SimMemory::InsertFree(uint64_t addr) {
+  const Block& b = blocks_.at(addr);
+  free_.insert({segments_.at(b.segment).pool, b.bytes, addr});
+}
+void SimMemory::EraseFree(uint64_t addr) {
+  const Block& b = blocks_.at(addr);
+  free_.erase({segments_.at(b.segment).pool, b.bytes, addr});
+}
 
-absl::StatusOr<MemRef> SimMemory::Allocate(uint64_t bytes, std::string_view tag) {
+uint32_t SimMemory::PoolAt(uint64_t addr) const {
+  auto it = segments_.upper_bound(addr);
+  if (it == segments_.begin()) return 0;
+  --it;
+  return addr - it->first < it->second.bytes ? it->second.pool : 0;
+}
+
+absl::StatusOr<MemRef> SimMemory::Allocate(uint64_t bytes, std::string_view tag, uint32_t pool) {
   if (bytes == 0) {
     return absl::InvalidArgumentError(
         absl::StrFormat("allocate on rank %d ('%s'): bytes is 0; must be > 0", rank_, tag));
@@ -49,9 +62,9 @@ absl::StatusOr<MemRef> SimMemory::Allocate(uint64_t bytes, std::string_view tag)
   }
   const uint64_t size = RoundUp(bytes, kBlockAlign);
   uint64_t addr;
-  auto it = free_.lower_bound({size, 0});
-  if (it != free_.end()) {
-    addr = it->second;
+  auto it = free_.lower_bound({pool, size, 0});
+  if (it != free_.end() && std::get<0>(*it) == pool) {
+    addr = std::get<2>(*it);
     free_.erase(it);
     Block& b = blocks_.at(addr);
     if (b.bytes > size) {  // split: the tail stays free
@@ -69,7 +82,7 @@ absl::StatusOr<MemRef> SimMemory::Allocate(uint64_t bytes, std::string_view tag)
           "at most %s; %s",
           rank_, tag, Size(bytes), Size(seg_bytes), Size(kMaxBytesPerRank), Holdings()));
     }
-    Segment seg{seg_bytes, {}, {}, 0};
+    Segment seg{seg_bytes, pool, {}, {}, 0};
     if (with_payload_) {
       absl::StatusOr<HostBlock> block = AcquireHostBlock(seg_bytes);
       if (!block.ok()) {

@@ -16,6 +16,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -46,7 +47,12 @@ class SimMemory {
   // Allocates `bytes` (rounded up to 512) reusing a freed block when one fits. Fails, naming
   // the size, the rank and what the rank holds, when bytes is 0, when the rank would hold more
   // than kMaxBytesPerRank, or when the host cannot back a new segment; never aborts.
-  absl::StatusOr<MemRef> Allocate(uint64_t bytes, std::string_view tag);
+  // `pool` 0 is the device's; another is a graph's private pool (SimDevice::CaptureGraph): its
+  // segments serve only its allocations, and its freed blocks go back to it, never to another
+  // pool, as a CUDA graph's private memory pool keeps its blocks for the graph's lifetime.
+  absl::StatusOr<MemRef> Allocate(uint64_t bytes, std::string_view tag, uint32_t pool = 0);
+  // The pool of the segment holding addr (0 outside any segment).
+  uint32_t PoolAt(uint64_t addr) const;
   // Returns the block to the free pool (it may be handed out again at once).
   absl::Status Free(const MemRef& allocation, std::string_view context);
 
@@ -83,6 +89,8 @@ class SimMemory {
   // mappings a rank opens lie in the upper half (kMappingWindowOffset).
   static constexpr uint64_t kRankSpan = uint64_t{1} << 40;
   static constexpr uint64_t kMappingWindowOffset = kRankSpan / 2;
+  // Reserved ranges (sim/address_reservations.h) lie in the top quarter; mappings below it.
+  static constexpr uint64_t kReservationWindowOffset = kRankSpan / 4 * 3;
   static constexpr uint64_t RankBase(int rank) {
     return kBaseAddress + static_cast<uint64_t>(rank) * kRankSpan;
   }
@@ -107,6 +115,7 @@ class SimMemory {
  private:
   struct Segment {
     uint64_t bytes;
+    uint32_t pool = 0;
     HostBlock data;  // empty without payload
     // Bit p set: page p was never written and holds no fresh bytes yet (values fidelity).
     std::vector<uint64_t> fresh;
@@ -135,9 +144,9 @@ class SimMemory {
   uint64_t next_segment_addr_;
   uint64_t reserved_bytes_ = 0;
   uint64_t live_bytes_ = 0;
-  std::map<uint64_t, Segment> segments_;          // by start address
-  std::map<uint64_t, Block> blocks_;              // by start address
-  std::set<std::pair<uint64_t, uint64_t>> free_;  // (bytes, addr), best fit
+  std::map<uint64_t, Segment> segments_;                     // by start address
+  std::map<uint64_t, Block> blocks_;                         // by start address
+  std::set<std::tuple<uint32_t, uint64_t, uint64_t>> free_;  // (pool, bytes, addr), best fit
   // By id: live, and the last freed ones. Hashed (looked up on every access by the lifetime
   // checker); node-based, so the pointers Find returns stay valid across inserts.
   absl::node_hash_map<uint64_t, AllocationInfo> allocations_;

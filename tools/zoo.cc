@@ -249,6 +249,8 @@ const std::vector<PluginCase>& PluginCatalog() {
       {"small_message_spacing", "small_message_spacing_fixed",
        "examples/plugins/small_message_spacing.yaml"},
       {"ready_unordered", "ready_unordered_fixed", "examples/plugins/ready_unordered.yaml"},
+      {"custom_ar_graph_count", "custom_ar", "examples/plugins/custom_ar.yaml"},
+      {"custom_ar_graph_output", "custom_ar", "examples/plugins/custom_ar_graph_pool.yaml"},
   };
   return kAll;
 }

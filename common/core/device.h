@@ -186,6 +186,27 @@ class Device {
     return absl::UnimplementedError(absl::StrFormat("device '%s' has no IPC", name()));
   }
 
+  // Deferred mappings, as CUDA's virtual memory API (optional; Unimplemented where absent).
+  // ReserveAddress reserves `bytes` of `rank`'s address space with nothing behind it;
+  // OpenMemoryAt maps a peer's handle at the start of `reserved` (a reserved range, large enough,
+  // holding no mapping) and returns the mapping, which CloseMemory ends (the range is unmapped
+  // again); ReleaseAddress ends a reservation (closing its mapping). Work reaching a reserved
+  // range where nothing is mapped when it runs fails; captured work resolves the range at every
+  // launch, so a graph may be captured before its peers' memory is mapped.
+  virtual absl::StatusOr<MemRef> ReserveAddress(int /*rank*/, uint64_t /*bytes*/) {
+    return absl::UnimplementedError(
+        absl::StrFormat("device '%s' has no address reservations", name()));
+  }
+  virtual absl::StatusOr<MemRef> OpenMemoryAt(int /*rank*/, const IpcHandle& /*handle*/,
+                                              const MemRef& /*reserved*/) {
+    return absl::UnimplementedError(
+        absl::StrFormat("device '%s' has no address reservations", name()));
+  }
+  virtual absl::Status ReleaseAddress(const MemRef& /*reserved*/) {
+    return absl::UnimplementedError(
+        absl::StrFormat("device '%s' has no address reservations", name()));
+  }
+
   // Allocations live on `rank` (handed out, not freed), or -1 where the device does not count
   // them; the replay reads collectives' resource growth from it.
   virtual int64_t LiveAllocations(int /*rank*/) const { return -1; }

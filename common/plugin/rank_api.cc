@@ -284,6 +284,48 @@ int32_t ApiIpcCloseMemHandle(void* ctx, const dmalab_mem* mapping) {
   return DMALAB_OK;
 }
 
+int32_t ApiReserveAddress(void* ctx, uint64_t bytes, dmalab_mem* out) {
+  RankApi* self = Self(ctx);
+  self->Step();
+  if (out == nullptr) return Null(ctx, "reserve_address", "out");
+  absl::StatusOr<MemRef> m = self->device()->ReserveAddress(self->rank(), bytes);
+  if (!m.ok()) return self->Done(m.status());
+  self->reservations[m->addr] = absl::StrFormat("[0x%x, 0x%x)", m->addr, m->end());
+  *out = MemToAbi(*m);
+  return DMALAB_OK;
+}
+
+int32_t ApiIpcOpenMemHandleAt(void* ctx, const dmalab_ipc_mem_handle* handle,
+                              const dmalab_mem* reserved, dmalab_mem* mapping) {
+  RankApi* self = Self(ctx);
+  self->Step();
+  if (handle == nullptr) return Null(ctx, "ipc_open_mem_handle_at", "handle");
+  if (reserved == nullptr) return Null(ctx, "ipc_open_mem_handle_at", "reserved");
+  if (mapping == nullptr) return Null(ctx, "ipc_open_mem_handle_at", "mapping");
+  absl::StatusOr<MemRef> at = self->FromPlugin(reserved, "ipc_open_mem_handle_at");
+  if (!at.ok()) return self->Done(at.status());
+  IpcHandle h;
+  std::memcpy(h.bytes.data(), handle->bytes, DMALAB_IPC_HANDLE_BYTES);
+  absl::StatusOr<MemRef> m = self->device()->OpenMemoryAt(self->rank(), h, *at);
+  if (!m.ok()) return self->Done(m.status());
+  self->mappings[m->addr] = absl::StrFormat("[0x%x, 0x%x) in a reserved range", m->addr, m->end());
+  *mapping = MemToAbi(*m);
+  return DMALAB_OK;
+}
+
+int32_t ApiReleaseAddress(void* ctx, const dmalab_mem* reserved) {
+  RankApi* self = Self(ctx);
+  self->Step();
+  if (reserved == nullptr) return Null(ctx, "release_address", "reserved");
+  absl::StatusOr<MemRef> m = self->FromPlugin(reserved, "release_address");
+  if (!m.ok()) return self->Done(m.status());
+  if (absl::Status s = self->device()->ReleaseAddress(*m); !s.ok()) return self->Done(s);
+  // Releasing closed the mapping placed there, if any.
+  self->reservations.erase(m->addr);
+  self->mappings.erase(m->addr);
+  return DMALAB_OK;
+}
+
 int32_t ApiIpcGetEventHandle(void* ctx, dmalab_event event, dmalab_ipc_event_handle* out) {
   RankApi* self = Self(ctx);
   self->Step();
@@ -367,6 +409,9 @@ RankApi::RankApi(SpmdHost* host, int rank) : host_(host), rank_(rank) {
   api_.native_stream = ApiNativeStream;
   api_.native_pointer = ApiNativePointer;
   api_.native_device = ApiNativeDevice;
+  api_.reserve_address = ApiReserveAddress;
+  api_.ipc_open_mem_handle_at = ApiIpcOpenMemHandleAt;
+  api_.release_address = ApiReleaseAddress;
 }
 
 void RankApi::Step() {
@@ -449,7 +494,8 @@ absl::Status RankApi::SyncRank() {
 HeldResources RankApi::held() const {
   return HeldResources{static_cast<int64_t>(allocations.size()),
                        static_cast<int64_t>(mappings.size()), static_cast<int64_t>(streams.size()),
-                       static_cast<int64_t>(events.size())};
+                       static_cast<int64_t>(events.size()),
+                       static_cast<int64_t>(reservations.size())};
 }
 
 std::string RankApi::DescribeHeld() const {
@@ -465,6 +511,10 @@ std::string RankApi::DescribeHeld() const {
   }
   if (!mappings.empty()) {
     parts.push_back(absl::StrFormat("%d IPC mapping(s) (%s)", mappings.size(), list(mappings)));
+  }
+  if (!reservations.empty()) {
+    parts.push_back(absl::StrFormat("%d reserved address range(s) (%s)", reservations.size(),
+                                    list(reservations)));
   }
   if (!streams.empty()) parts.push_back(absl::StrFormat("%d stream(s)", streams.size()));
   if (!events.empty()) parts.push_back(absl::StrFormat("%d event(s)", events.size()));

@@ -34,8 +34,8 @@ struct SpmdHost {
 
 // The resources an instance holds, counted.
 struct HeldResources {
-  int64_t allocations = 0, mappings = 0, streams = 0, events = 0;
-  int64_t total() const { return allocations + mappings + streams + events; }
+  int64_t allocations = 0, mappings = 0, streams = 0, events = 0, reservations = 0;
+  int64_t total() const { return allocations + mappings + streams + events + reservations; }
 };
 
 class RankApi {
@@ -76,8 +76,9 @@ class RankApi {
   // The books: start address -> "'tag' (bytes)" (allocations) or a description (mappings).
   std::map<uint64_t, std::string> allocations;
   std::map<uint64_t, std::string> mappings;
-  std::set<int32_t> streams;  // created, not destroyed
-  std::set<int32_t> events;   // created or opened, not destroyed
+  std::map<uint64_t, std::string> reservations;  // reserved address ranges, not released
+  std::set<int32_t> streams;                     // created, not destroyed
+  std::set<int32_t> events;                      // created or opened, not destroyed
   std::vector<std::string> violations_;
 
  private:

@@ -365,17 +365,20 @@ absl::StatusOr<TensorView> SpmdCollective::Own(const TensorView& v) const {
 }
 
 void SpmdCollective::CheckGrowth(std::string_view call) {
+  // A captured call may register its buffers for the graph's lifetime (one reserved range per
+  // peer, mapped after the capture): that is the graph's size, not a leak per call.
+  if (device_->IsCapturing(device_->ComputeStream(here_.front()))) return;
   for (int r : here_) {
     const HeldResources h = ranks_[r]->held();
     if (!growth_[r].After(h.total())) continue;
     AddFinding("resource_growth", r,
                absl::StrFormat(
                    "plugin '%s' rank %d holds more after each of the last %d calls (through %s): "
-                   "now %d allocations, %d IPC mappings, %d streams, %d events; a collective "
-                   "whose resources grow with every call in steady state overflows its tables "
-                   "or the device's memory",
+                   "now %d allocations, %d IPC mappings, %d streams, %d events, %d reserved "
+                   "ranges; a collective whose resources grow with every call in steady state "
+                   "overflows its tables or the device's memory",
                    plugin_->name, r, ResourceGrowth::kCalls, call, h.allocations, h.mappings,
-                   h.streams, h.events));
+                   h.streams, h.events, h.reservations));
   }
 }
 
@@ -484,10 +487,15 @@ absl::Status SpmdCollective::AllReduce(absl::Span<const TensorView> inputs,
 }
 
 absl::Status SpmdCollective::CaptureEnded() {
-  if (closed_ || plugin_->graph_captured == nullptr) return absl::OkStatus();
-  return Agree(
-      OnEveryRank("graph_captured", [&](int r) { return plugin_->graph_captured(states_[r]); }),
-      "graph_captured");
+  if (closed_) return absl::OkStatus();
+  absl::Status s = absl::OkStatus();
+  if (plugin_->graph_captured != nullptr) {
+    s = OnEveryRank("graph_captured", [&](int r) { return plugin_->graph_captured(states_[r]); });
+  }
+  // What the capture's calls and their registration hold (reserved ranges, mappings of the
+  // peers' graph buffers) lives as long as the graph: the new baseline, not growth per call.
+  for (int r : here_) growth_[r].Start(ranks_[r]->held().total());
+  return Agree(s, "graph_captured");
 }
 
 absl::Status SpmdCollective::Close() {
@@ -520,7 +528,7 @@ absl::Status SpmdCollective::Close() {
     AddFinding("resource_leak", r,
                absl::StrFormat("plugin '%s' rank %d still holds after destroy: %s; an instance "
                                "releases what it created (allocations freed, mappings closed, "
-                               "streams and events destroyed)",
+                               "reserved ranges released, streams and events destroyed)",
                                plugin_->name, r, ranks_[r]->DescribeHeld()));
   }
   return Agree(s, "destroy");

@@ -70,6 +70,7 @@ class LifetimeWalk {
                         "a tensor that is not live (release it first)");
           }
           state_.live.insert(step.result);
+          if (in_capture_) made_in_capture_.insert(step.result);
         }
         return absl::OkStatus();
       case StepKind::kRetain:
@@ -87,6 +88,14 @@ class LifetimeWalk {
         return absl::OkStatus();
       case StepKind::kRelease:
         if (absl::Status s = NeedLive(step, "tensor", step.tensor); !s.ok()) return s;
+        if (in_capture_ && made_in_capture_.count(step.tensor) == 0) {
+          return Fail(step, "tensor",
+                      absl::StrFormat("tensor '%s' inside capture_graph '%s', made outside it",
+                                      step.tensor, capture_name_),
+                      "the release of an all_reduce result made earlier in the same capture (its "
+                      "block returns to the graph's private pool); release the others before or "
+                      "after the capture");
+        }
         state_.live.erase(step.tensor);
         state_.retained.erase(step.tensor);
         return absl::OkStatus();
@@ -129,6 +138,8 @@ class LifetimeWalk {
         // The body's tensors must be live when it is captured; a graph launched after one of
         // them was released is a bug the replay's checkers report, not bad input.
         in_capture_ = true;
+        capture_name_ = step.graph;
+        made_in_capture_.clear();
         if (absl::Status s = Walk(step.body); !s.ok()) return s;
         in_capture_ = false;
         return absl::OkStatus();
@@ -144,6 +155,8 @@ class LifetimeWalk {
   std::vector<int64_t> iteration_;
   std::set<std::string> graphs_;  // captured so far
   bool in_capture_ = false;
+  std::string capture_name_;
+  std::set<std::string> made_in_capture_;  // results made in the capture being walked
 };
 
 }  // namespace

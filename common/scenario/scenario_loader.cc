@@ -332,16 +332,14 @@ absl::Status Loader::StepFields(const YAML::Node& value, std::string_view path, 
       DMALAB_ASSIGN_OR_RETURN(auto body, Steps(body_node, body_path));
       for (size_t i = 0; i < body.size(); ++i) {
         const Step& b = body[i];
-        const bool capturable =
-            (b.kind == StepKind::kAllReduce && b.form != AllReduceForm::kDefault) ||
-            b.kind == StepKind::kAdd;
+        const bool capturable = b.kind == StepKind::kAllReduce || b.kind == StepKind::kAdd ||
+                                b.kind == StepKind::kRelease;
         if (!capturable) {
           return f_.ErrorAt(
-              b.loc, b.path,
-              absl::StrFormat("a %s step%s", StepKindName(b.kind),
-                              b.kind == StepKind::kAllReduce ? " with a fresh result" : ""),
-              "all_reduce with out: or in_place: true, and add with a live dst (a graph replays "
-              "device work on caller-owned memory: no allocation, no host access)");
+              b.loc, b.path, absl::StrFormat("a %s step", StepKindName(b.kind)),
+              "all_reduce (a fresh result: comes from the graph's private pool), add with a live "
+              "dst, and release of a tensor made in this capture (a graph replays device work: no "
+              "host access)");
         }
       }
       step->body = std::move(body);

@@ -253,7 +253,9 @@ typedef struct dmalab_rank_api {
   const char* (*last_error)(void* ctx);
 
   /* Memory of this rank, through the device's caching allocator (a freed block may be handed out
-   * again at once). A plugin frees only what it allocated and still owns. Not while capturing. */
+   * again at once). A plugin frees only what it allocated and still owns. While capturing, the
+   * simulator allocates from the graph's private pool (a default-form result of a captured call),
+   * and frees only what the same capture allocated; the CUDA backend refuses both. */
   int32_t (*allocate)(void* ctx, uint64_t bytes, const char* tag, dmalab_mem* out);
   int32_t (*free)(void* ctx, const dmalab_mem* allocation);
 
@@ -312,6 +314,30 @@ typedef struct dmalab_rank_api {
   void* (*native_stream)(void* ctx, dmalab_stream stream);
   void* (*native_pointer)(void* ctx, const dmalab_mem* mem);
   int32_t (*native_device)(void* ctx);
+
+  /* --- Added after ABI v2's first table: test with DMALAB_HAS_FIELD(api, dmalab_rank_api, f). ---
+   *
+   * Deferred peer mappings, as CUDA's virtual memory API (cuMemAddressReserve, cuMemMap,
+   * cuMemUnmap, cuMemAddressFree): work may name addresses whose memory is mapped only later. A
+   * custom all-reduce under graph capture needs them: the captured kernel reads its peers' inputs
+   * through addresses fixed at capture, and the peers' buffers are opened there only after the
+   * capture ended (graph_captured: register_graph_buffers).
+   *
+   * reserve_address reserves `bytes` of this rank's address space (no memory behind it) and
+   * returns the range. ipc_open_mem_handle_at maps a peer's handle at the start of a reserved
+   * range, which must be large enough and hold no mapping; the mapping it returns is closed with
+   * ipc_close_mem_handle, after which the range is unmapped again (and may be mapped anew).
+   * release_address ends a reservation, closing the mapping in it. Work that reaches a reserved
+   * range where nothing is mapped when it runs (not when it is captured: a graph resolves the
+   * range at every launch) is an unmapped_address finding; a reservation still held at destroy is
+   * a resource_leak.
+   *
+   * The simulator has them; a GPU backend may return DMALAB_ERROR_UNSUPPORTED (a plugin then
+   * takes another path, or the scenario cannot run with it: exit 2). */
+  int32_t (*reserve_address)(void* ctx, uint64_t bytes, dmalab_mem* out);
+  int32_t (*ipc_open_mem_handle_at)(void* ctx, const dmalab_ipc_mem_handle* handle,
+                                    const dmalab_mem* reserved, dmalab_mem* mapping);
+  int32_t (*release_address)(void* ctx, const dmalab_mem* reserved);
 } dmalab_rank_api;
 
 /* The ranks' out-of-band channel, as ncclCommInitRank's bootstrap (or torch.distributed's

@@ -180,6 +180,17 @@ grep -q 'status=PASS$' "$tmp/out.txt" || fail "zoo fresh_output: $(tail -3 "$tmp
 grep -q '^tests/zoo/owner_keeps_prequant_i8_tp4.yaml *skipped: wire i8 is the ring' "$tmp/out.txt" || fail "zoo fresh_output i8 row: $(cat "$tmp/out.txt")"
 expect_exit 1 "" -- zoo --collective="$examples/persistent_workspace.so" --seeds=2 --sizes=0 --quiet
 grep -q '^scenarios/mtp_fused_residual_tp4.yaml *2 *2 *1 ' "$tmp/out.txt" || fail "zoo persistent_workspace: $(cat "$tmp/out.txt")"
+# The custom all-reduce under graph capture (register_graph_buffers): rank 0 recording one graph
+# buffer more than its peers leaves peer ranges unmapped when the graph runs; the fix passes,
+# and both give the same bytes twice.
+expect_exit 1 "" -- zoo --collective="$examples/custom_ar_graph_count.so" --seeds=2 --sizes=0 --quiet
+grep -q '^examples/plugins/custom_ar.yaml *2 *2 *1 device_error,unmapped_address ' "$tmp/out.txt" || fail "zoo custom_ar_graph_count: $(cat "$tmp/out.txt")"
+expect_exit 1 "" -- replay examples/plugins/custom_ar.yaml --collective="$examples/custom_ar_graph_count.so"
+grep -q "^FINDING unmapped_address: step 9 launch_graph 'decode' at examples/plugins/custom_ar.yaml:41:5, rank [123]: " "$tmp/out.txt" || fail "custom_ar_graph_count finding: $(grep FINDING "$tmp/out.txt")"
+expect_exit 0 "" -- replay examples/plugins/custom_ar.yaml --collective="$examples/custom_ar_graph_count.so" --check-determinism
+grep -q '^determinism: seed 1, inject none: two runs gave identical reports' "$tmp/out.txt" || fail "custom_ar_graph_count determinism: $(tail -2 "$tmp/out.txt")"
+expect_exit 0 "" -- replay examples/plugins/custom_ar.yaml --collective="$examples/custom_ar.so" --check-determinism
+grep -q '^determinism: seed 1, inject none: two runs gave identical reports' "$tmp/out.txt" || fail "custom_ar determinism: $(tail -2 "$tmp/out.txt")"
 expect_exit 2 "plugin /nonexistent/x.so: cannot load it" -- replay examples/plugins/persistent_workspace.yaml --collective=/nonexistent/x.so
 expect_exit 1 "" -- replay examples/plugins/persistent_workspace.yaml --collective="$examples/persistent_workspace.so"
 grep -q 'status=FAIL$' "$tmp/out.txt" || fail "persistent_workspace plugin: $(tail -3 "$tmp/out.txt")"

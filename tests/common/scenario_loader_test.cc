@@ -3,6 +3,7 @@
 #include <limits>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -218,6 +219,34 @@ TEST(ScenarioLoaderTest, StepsMayOnlyUseLiveTensors) {
                     "  - expect_unchanged: x\n"),
             "t.yaml:5:23: field 'steps[1].expect_unchanged.tensor': found tensor 'x', which is "
             "not retained, allowed a tensor retained by an earlier retain step");
+}
+
+TEST(ScenarioLoaderTest, ACaptureTakesAllReducesOfEveryFormAndReleasesOfItsOwnResults) {
+  constexpr char kHead[] =
+      "world: 2\ntensors: {x: [64], y: [64], z: [64]}\nsteps:\n  - fill: {tensor: x}\n"
+      "  - capture_graph:\n      name: g\n      steps:\n";
+  // A fresh result inside a capture comes from the graph's pool; it may be released there, and
+  // the next result may take its block.
+  auto s = ParseScenario(absl::StrCat(kHead,
+                                      "        - all_reduce: {input: x, result: y}\n"
+                                      "        - release: y\n"
+                                      "        - all_reduce: {input: x, result: z}\n"
+                                      "  - launch_graph: g\n"),
+                         "t.yaml");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->steps[1].body.size(), 3u);
+  // A tensor made outside the capture is released before or after it.
+  EXPECT_EQ(ErrorOf(absl::StrCat(kHead, "        - release: x\n")),
+            "t.yaml:8:20: field 'steps[1].capture_graph.steps[0].release.tensor': found tensor 'x' "
+            "inside capture_graph 'g', made outside it, allowed the release of an all_reduce "
+            "result made earlier in the same capture (its block returns to the graph's private "
+            "pool); release the others before or after the capture");
+  // Host steps stay outside.
+  EXPECT_EQ(ErrorOf(absl::StrCat(kHead, "        - fill: {tensor: x}\n")),
+            "t.yaml:8:11: field 'steps[1].capture_graph.steps[0]': found a fill step, allowed "
+            "all_reduce (a fresh result: comes from the graph's private pool), add with a live "
+            "dst, and release of a tensor made in this capture (a graph replays device work: no "
+            "host access)");
 }
 
 TEST(ScenarioLoaderTest, ExpectationsNameKnownFaults) {

@@ -18,6 +18,7 @@ typedef struct state {
   int32_t rank, world;
   dmalab_mem mine;
   dmalab_mem peers[MAX_RANKS];
+  dmalab_ipc_mem_handle handles[MAX_RANKS]; /* every rank's, as all-gathered */
   char error[512];
 } state;
 
@@ -29,7 +30,8 @@ static int32_t fail(state* st, int32_t code, const char* what) {
 static int32_t create(const dmalab_rank_api* api, const dmalab_bootstrap* boot,
                       const dmalab_rank_config* config, void** out) {
   state* st = (state*)calloc(1, sizeof(state));
-  dmalab_ipc_mem_handle own, all[MAX_RANKS];
+  dmalab_ipc_mem_handle own;
+  dmalab_ipc_mem_handle* all;
   int32_t rc;
   if (st == NULL) return DMALAB_ERROR_INTERNAL;
   *out = st;
@@ -37,6 +39,15 @@ static int32_t create(const dmalab_rank_api* api, const dmalab_bootstrap* boot,
   st->boot = boot;
   st->rank = config->rank;
   st->world = config->world_size;
+  all = st->handles;
+#if defined(CASE_OLD_RANK_API)
+  /* Built against the first v2 header (tests/plugins/abi_v2_0): this dmalab's table is larger. */
+  if (api->struct_size < sizeof(dmalab_rank_api)) {
+    snprintf(st->error, sizeof(st->error), "the device table is %u bytes, smaller than %u",
+             (unsigned)api->struct_size, (unsigned)sizeof(dmalab_rank_api));
+    return DMALAB_ERROR_INTERNAL;
+  }
+#endif
   if ((rc = api->allocate(api->ctx, 4096, "registered", &st->mine)) != DMALAB_OK) {
     return fail(st, rc, "allocate");
   }
@@ -100,6 +111,78 @@ static int32_t all_reduce_into(void* p, const dmalab_tensor* input, const dmalab
     if ((rc = api->ipc_close_mem_handle(api->ctx, &st->peers[q])) != DMALAB_OK) {
       return fail(st, rc, "second close");
     }
+  }
+#elif defined(CASE_OPEN_AT_UNRESERVED)
+  {
+    /* The own allocation is no reserved range. */
+    dmalab_mem mapping;
+    const int32_t q = (st->rank + 1) % st->world;
+    if ((rc = api->ipc_open_mem_handle_at(api->ctx, &st->handles[q], &st->mine, &mapping)) !=
+        DMALAB_OK) {
+      return fail(st, rc, "ipc_open_mem_handle_at(allocation)");
+    }
+  }
+#elif defined(CASE_OPEN_AT_TOO_SMALL)
+  {
+    /* 1 KiB reserved for a peer's 4 KiB allocation. */
+    dmalab_mem range, mapping;
+    const int32_t q = (st->rank + 1) % st->world;
+    if ((rc = api->reserve_address(api->ctx, 1024, &range)) != DMALAB_OK) {
+      return fail(st, rc, "reserve_address");
+    }
+    rc = api->ipc_open_mem_handle_at(api->ctx, &st->handles[q], &range, &mapping);
+    if (rc != DMALAB_OK) {
+      fail(st, rc, "ipc_open_mem_handle_at(1 KiB range)");
+      api->release_address(api->ctx, &range);
+      return rc;
+    }
+  }
+#elif defined(CASE_RELEASES_TWICE)
+  {
+    dmalab_mem range;
+    if ((rc = api->reserve_address(api->ctx, 4096, &range)) != DMALAB_OK) {
+      return fail(st, rc, "reserve_address");
+    }
+    if ((rc = api->release_address(api->ctx, &range)) != DMALAB_OK) {
+      return fail(st, rc, "first release");
+    }
+    if ((rc = api->release_address(api->ctx, &range)) != DMALAB_OK) {
+      return fail(st, rc, "second release");
+    }
+  }
+#elif defined(CASE_KEEPS_RESERVATION)
+  {
+    dmalab_mem range;
+    if ((rc = api->reserve_address(api->ctx, 8192, &range)) != DMALAB_OK) {
+      return fail(st, rc, "reserve_address");
+    }
+  }
+#elif defined(CASE_USE_AFTER_UNMAP)
+  {
+    /* Reads a peer's allocation through a reserved range while mapped (fine), then after
+     * closing the mapping (the range is unmapped again). */
+    dmalab_mem range, mapping;
+    dmalab_stream compute;
+    const int32_t q = (st->rank + 1) % st->world;
+    if ((rc = api->compute_stream(api->ctx, &compute)) != DMALAB_OK) {
+      return fail(st, rc, "compute_stream");
+    }
+    if ((rc = api->reserve_address(api->ctx, 4096, &range)) != DMALAB_OK) {
+      return fail(st, rc, "reserve_address");
+    }
+    if ((rc = api->ipc_open_mem_handle_at(api->ctx, &st->handles[q], &range, &mapping)) !=
+        DMALAB_OK) {
+      return fail(st, rc, "ipc_open_mem_handle_at");
+    }
+    if ((rc = api->copy(api->ctx, compute, &st->mine, &range, "while mapped")) != DMALAB_OK) {
+      return fail(st, rc, "copy while mapped");
+    }
+    if ((rc = api->ipc_close_mem_handle(api->ctx, &mapping)) != DMALAB_OK) {
+      return fail(st, rc, "close");
+    }
+    rc = api->copy(api->ctx, compute, &st->mine, &range, "after unmap");
+    api->release_address(api->ctx, &range);
+    if (rc != DMALAB_OK) return fail(st, rc, "copy after unmap");
   }
 #elif defined(CASE_BOOTSTRAP_ON_RANK_0)
   (void)api;
