@@ -2,7 +2,7 @@
 # The command line as a whole: help per command, --version, one exit-code contract (0 PASS,
 # 1 a check failed or an expectation not met, 2 bad input or usage) with messages that name the
 # flag, the value and what is allowed; the grouped report; JSON of every command; zoo from
-# anywhere; progress only on a terminal; sweep defaults as the README states them.
+# anywhere; progress only on a terminal; sweep defaults as docs/cli.md states them.
 set -uo pipefail
 dmalab="$(realpath "$1")"
 cd "$(dirname "$0")/../.."
@@ -247,16 +247,16 @@ assert zoo["seeds"] == 1 and zoo["status"] == "PASS" and len(zoo["clean"]) == 6
 assert zoo["backend"] == "sim" and zoo["perturb"] is None and zoo["sizes"] == [], zoo["sizes"]
 sweep = load("sweep", "sweep")
 assert sweep["scheduling_seed"] == 1
-# The defaults the README states: -b 1M -e 16M -f 2 -n 20 -w 5.
+# The defaults docs/cli.md states: -b 1M -e 16M -f 2 -n 20 -w 5.
 assert (sweep["min_bytes"], sweep["max_bytes"], sweep["factor"]) == (1 << 20, 16 << 20, 2)
 assert (sweep["iters"], sweep["warmup"]) == (20, 5)
 assert [r["size_bytes"] for r in sweep["rows"]] == [1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20]
 seeds = load("seeds", "replay")
 assert seeds["mode"] == "seeds" and seeds["seeds"] == 2 and seeds["failing"] == []
 PY
-readme_sweep=$(grep -o '^dmalab sweep .*' README.md | head -1)
+readme_sweep=$(grep -o '^dmalab sweep .*' docs/cli.md | head -1)
 for d in "-b 1M" "-e 16M" "-f 2" "-n 20" "-w 5" "-c 1" "-G 0"; do
-  [[ "$readme_sweep" == *"[$d]"* ]] || fail "README's sweep line lacks [$d]: $readme_sweep"
+  [[ "$readme_sweep" == *"[$d]"* ]] || fail "docs/cli.md's sweep line lacks [$d]: $readme_sweep"
 done
 
 # --- --jobs: seeds on several threads, the same report for any number ----------------------------
