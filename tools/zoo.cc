@@ -843,7 +843,9 @@ absl::StatusOr<std::string> FindZooRoot(const std::string& root) {
     if (!ec) {
       candidates.emplace_back((exe.parent_path() / ".." / "share" / "dmalab").lexically_normal(),
                               "the install prefix");
-      candidates.emplace_back((exe.parent_path() / ".." / "..").lexically_normal(),
+      // Not <bin>/../.., whose normal form ends in a separator ("ROOT//scenarios/..." in
+      // messages).
+      candidates.emplace_back(exe.parent_path().parent_path().parent_path().string(),
                               "above the executable's folder");
     }
 #ifdef DMALAB_SOURCE_DIR

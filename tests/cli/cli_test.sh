@@ -338,7 +338,7 @@ expect_exit 2 "dmalab sweep: -c 1 compares results with the exact sum, but devic
 # A mistyped flag: the closest one the command takes.
 expect_exit 2 "flag '--rank=3' means nothing to demo (did you mean --ranks?); its flags:" -- demo --rank=3
 expect_exit 2 "flag '--seed=3' means nothing to zoo (did you mean --seeds?); its flags:" -- zoo --seed=3
-expect_exit 2 "flag '--minbyte' means nothing to sweep (did you mean --minbytes?); its flags:" -- sweep --minbyte 1M
+expect_exit 2 "flag '--minbyte 1M' means nothing to sweep (did you mean --minbytes?); its flags:" -- sweep --minbyte 1M
 expect_exit 2 "flag '--no-such-flag' means nothing to demo; its flags:" -- demo --no-such-flag
 # The native wire of an fp16 scenario is fp16; its integer fill too large to sum exactly over the
 # ranks is a located warning (the run itself goes on).

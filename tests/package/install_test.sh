@@ -51,13 +51,13 @@ zoo() {  # zoo NAME BINARY ARGS...
   echo "$rc" >"$work/$name.rc"
 }
 # The rows without their times and with the tree's own folder written as ROOT.
-rows() {  # rows NAME ROOT
-  sed -e "s|$2/|ROOT/|g" -e 's/ *[0-9][0-9]*\.[0-9]$//' \
+rows() {  # rows NAME ROOT [PLUGIN]
+  sed -e "s|${3:-no plugin}|PLUGIN|g" -e "s|$2/|ROOT/|g" -e 's/ *[0-9][0-9]*\.[0-9]$//' \
     -e 's/, [0-9][0-9.]* s, status=/, status=/' "$work/$1.out"
 }
-same_rows() {  # same_rows BUILD_NAME INSTALLED_NAME
-  rows "$1" "$src" >"$work/$1.rows"
-  rows "$2" "$prefix/share/dmalab" >"$work/$2.rows"
+same_rows() {  # same_rows BUILD_NAME INSTALLED_NAME [BUILD_PLUGIN INSTALLED_PLUGIN]
+  rows "$1" "$src" "${3:-}" >"$work/$1.rows"
+  rows "$2" "$prefix/share/dmalab" "${4:-}" >"$work/$2.rows"
   [[ $(cat "$work/$1.rc") == $(cat "$work/$2.rc") ]] ||
     fail "$2 exited $(cat "$work/$2.rc"), the build tree's zoo $(cat "$work/$1.rc")"
   diff -u "$work/$1.rows" "$work/$2.rows" >&2 || fail "$2's rows differ from the build tree's"
@@ -81,7 +81,8 @@ grep -q '^persistent_workspace ' "$work/installed.out" ||
 zoo build_plugin "$build/bin/dmalab" --collective="$build/examples/persistent_workspace.so"
 zoo installed_plugin "$prefix/bin/dmalab" \
   --collective="$prefix/lib/dmalab/plugins/persistent_workspace.so"
-same_rows build_plugin installed_plugin
+same_rows build_plugin installed_plugin "$build/examples/persistent_workspace.so" \
+  "$prefix/lib/dmalab/plugins/persistent_workspace.so"
 [[ $(cat "$work/installed_plugin.rc") == 1 ]] ||
   fail "installed zoo with persistent_workspace exited $(cat "$work/installed_plugin.rc") (want 1)"
 grep -qF "first failure: all_reduce 'o_proj' at $prefix/share/dmalab/examples/plugins/persistent_workspace.yaml:" \
