@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "common/core/byte_size.h"
 #include "common/core/collective.h"
+#include "common/core/status_macros.h"
 #include "common/plugin/open_collective.h"
 #include "common/ring/dma_all_reduce.h"
 #include "common/ring/ring_planner.h"
@@ -155,12 +156,11 @@ absl::StatusOr<std::vector<int64_t>> SweepCounts(const SweepOptions& o, int worl
   return counts;
 }
 
-absl::StatusOr<std::vector<SweepRow>> RunSweep(Device& device, const DeviceClock& clock,
-                                               const SweepOptions& o,
-                                               const SweepObserver& observer) {
-  const int world = device.world_size();
-  absl::StatusOr<std::vector<int64_t>> counts = SweepCounts(o, world);
-  if (!counts.ok()) return counts.status();
+absl::Status CheckSweepOptions(const SweepOptions& o, const Device& device) {
+  if (absl::StatusOr<std::vector<int64_t>> counts = SweepCounts(o, device.world_size());
+      !counts.ok()) {
+    return counts.status();
+  }
   if (o.check && !device.HoldsValues()) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "sweep: -c 1 compares results with the exact sum, but device '%s' runs in the shadow "
@@ -178,6 +178,17 @@ absl::StatusOr<std::vector<SweepRow>> RunSweep(Device& device, const DeviceClock
         "(leave -G out)",
         o.collective));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<SweepRow>> RunSweep(Device& device, const DeviceClock& clock,
+                                               const SweepOptions& o,
+                                               const SweepObserver& observer) {
+  const int world = device.world_size();
+  DMALAB_RETURN_IF_ERROR(CheckSweepOptions(o, device));
+  absl::StatusOr<std::vector<int64_t>> counts = SweepCounts(o, world);
+  if (!counts.ok()) return counts.status();
+  const bool ring = o.collective == kRingCollective;
   const uint64_t max_bytes = static_cast<uint64_t>(counts->back()) * DTypeBytes(o.dtype);
   DmaAllReduceOptions ar_options;
   ar_options.max_bytes = max_bytes;

@@ -78,6 +78,11 @@ absl::StatusOr<std::vector<int64_t>> SweepCounts(const SweepOptions& options, in
 // host's buffers (written inputs, read-back results). Saturates at UINT64_MAX.
 absl::StatusOr<uint64_t> SweepMemoryBytes(const SweepOptions& options, int world);
 
+// What RunSweep refuses before it runs anything: the sizes (SweepCounts), -c 1 on a device that
+// keeps no values, -G without a warm-up call or with a plugin. A caller that prints before the
+// sweep runs (dmalab sweep's table header) checks first, so that a refusal comes alone.
+absl::Status CheckSweepOptions(const SweepOptions& options, const Device& device);
+
 // Called before each measurement (`phase`: "out-of-place", "in-place", "speed of light",
 // "check") and with each finished row.
 struct SweepObserver {

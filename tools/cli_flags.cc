@@ -1,11 +1,56 @@
 #include "tools/cli_flags.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <string_view>
+#include <vector>
 
 #include "absl/strings/str_join.h"
 #include "common/core/byte_size.h"
 
 namespace dmalab::cli {
+namespace {
+
+// Levenshtein distance: insertions, deletions and substitutions of one character each.
+size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// The command's flag closest to a mistyped one (its value left out), when it is close enough to
+// be what was meant: within a third of its length (at least 1) edits, or the typed text a prefix
+// of exactly one flag. Empty when nothing is.
+std::string ClosestFlag(std::string_view typed, const std::vector<std::string>& names) {
+  typed = typed.substr(0, typed.find('='));
+  std::string best;
+  size_t best_distance = std::max<size_t>(1, typed.size() / 3) + 1;
+  std::vector<std::string> prefixed;
+  for (const std::string& name : names) {
+    if (name.size() > typed.size() && name.compare(0, typed.size(), typed) == 0 &&
+        typed.size() > 2) {
+      prefixed.push_back(name);
+    }
+    const size_t d = EditDistance(typed, name);
+    if (d < best_distance) {
+      best_distance = d;
+      best = name;
+    }
+  }
+  if (best.empty() && prefixed.size() == 1) best = prefixed[0];
+  return best;
+}
+
+}  // namespace
 
 FlagSet::FlagSet(std::string command, std::string description)
     : command_(std::move(command)), app_(std::move(description), "dmalab " + command_) {
@@ -126,11 +171,20 @@ int FlagSet::Parse(int argc, const char* const* argv) {
     for (const CLI::Option* o : app_.get_options()) {
       if (!o->get_positional()) flags.push_back(o->get_name());
     }
-    std::string found = absl::StrJoin(app_.remaining(), " ");
+    std::vector<std::string> names;  // every spelling: --long and -s
+    for (const CLI::Option* o : app_.get_options()) {
+      if (o->get_positional()) continue;
+      for (const std::string& n : o->get_lnames()) names.push_back("--" + n);
+      for (const std::string& n : o->get_snames()) names.push_back("-" + n);
+    }
+    const std::vector<std::string> remaining = app_.remaining();
+    std::string found = absl::StrJoin(remaining, " ");
     const bool flag = !found.empty() && found[0] == '-';
-    return usage_error(absl::StrFormat("%s '%s' means nothing to %s; its flags: %s",
-                                       flag ? "flag" : "unexpected argument", found, command_,
-                                       absl::StrJoin(flags, ", ")));
+    const std::string closest = flag ? ClosestFlag(remaining.front(), names) : "";
+    return usage_error(absl::StrFormat(
+        "%s '%s' means nothing to %s%s; its flags: %s", flag ? "flag" : "unexpected argument",
+        found, command_, closest.empty() ? "" : absl::StrFormat(" (did you mean %s?)", closest),
+        absl::StrJoin(flags, ", ")));
   } catch (const CLI::ParseError& e) {
     return usage_error(e.what());
   }

@@ -2,11 +2,15 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "common/core/byte_size.h"
 #include "common/core/json_writer.h"
 #include "common/core/result_checks.h"
@@ -25,8 +29,13 @@ namespace dmalab {
 namespace {
 
 int Fail(std::string_view command, const absl::Status& s) {
+  // The ring planner names itself ("plan: ...", for the reports of replay, where it is one layer
+  // of many); after "dmalab plan: " it would say it twice.
+  absl::string_view message = s.message();
+  const std::string prefix = std::string(command) + ": ";
+  absl::ConsumePrefix(&message, prefix);
   std::fprintf(stderr, "dmalab %s: %s\n", std::string(command).c_str(),
-               std::string(s.message()).c_str());
+               std::string(message).c_str());
   return 2;
 }
 
@@ -97,16 +106,17 @@ int RunDemoCommand(const DemoCommand& c) {
   opts.faults = *faults;
   opts.wire = *wire;
   // Refuse sizes that cannot fit before allocating: at the largest size, per rank an input, an
-  // output and the ring's workspace (a plugin's own is not known ahead), plus the host's copies
-  // (bytes and int64 expected values).
+  // output, the previous size's output still held, and the ring's workspace (a plugin's own is
+  // not known ahead), plus the host's copies (int64 values, input bytes, this and the previous
+  // size's output bytes) and the fp32 sums.
   const std::vector<uint64_t> sizes = DemoSizes(c.min_bytes, c.max_bytes, c.factor);
   const uint64_t largest =
       sizes.back() / DTypeBytes(*dtype) / (world * 8) * static_cast<uint64_t>(world * 8);
   const long double workspace =
       ring ? static_cast<long double>(DmaAllReduce::WorkspaceBytesPerRank(world, opts)) : 0.0L;
-  const long double need =
-      static_cast<long double>(world) *
-      (2.0L * largest * DTypeBytes(*dtype) + workspace + largest * (8.0L + 2 * DTypeBytes(*dtype)));
+  const long double need = static_cast<long double>(world) *
+                           (3.0L * largest * DTypeBytes(*dtype) + workspace +
+                            largest * (8.0L + 3 * DTypeBytes(*dtype)) + largest * 4.0L);
   if (const MemoryLimit limit = AvailableMemory();
       c.backend == "sim" && need > static_cast<long double>(limit.bytes)) {
     return fail(absl::ResourceExhaustedError(absl::StrFormat(
@@ -140,11 +150,12 @@ int RunDemoCommand(const DemoCommand& c) {
   std::printf(
       "# dmalab demo: all-reduce on %s (collective %s), %d ranks, %s, wire %s, %s, inject %s\n",
       sim != nullptr ? "the simulator" : "the GPU", (*ar)->name().c_str(), world,
-      std::string(DTypeName(*dtype)).c_str(), std::string(WireModeName(*wire)).c_str(),
+      std::string(DTypeName(*dtype)).c_str(), std::string(WireLabel(*wire, *dtype)).c_str(),
       seeds.c_str(), faults->ToString().c_str());
   std::printf(
       "# inputs are small integers, so the exact sum is known and #wrong counts every\n"
-      "# element of every rank that differs from it (compressed wires round: #wrong > 0)\n");
+      "# element of every rank that differs from it (compressed wires round: #wrong > 0);\n"
+      "# each size's output is held across the next size's call and checked again after it\n");
   std::printf("%12s %12s %6s %7s %8s %10s %10s %10s\n", "size(B)", "count", "type", "pieces",
               "#wrong", "rank_cons", "findings", "sim_ms");
   JsonWriter json;
@@ -164,7 +175,7 @@ int RunDemoCommand(const DemoCommand& c) {
     json.Null();
   }
   json.Key("ranks").Int(world);
-  json.Key("dtype").String(DTypeName(*dtype)).Key("wire").String(WireModeName(*wire));
+  json.Key("dtype").String(DTypeName(*dtype)).Key("wire").String(WireLabel(*wire, *dtype));
   json.Key("faults").String(faults->ToString()).Key("min_bytes").UInt(c.min_bytes);
   json.Key("max_bytes").UInt(c.max_bytes).Key("factor").Int(c.factor);
   json.Key("rows").BeginArray();
@@ -172,6 +183,18 @@ int RunDemoCommand(const DemoCommand& c) {
   const int esize = DTypeBytes(*dtype);
   Progress progress("demo", "sizes", ProgressWanted(c.run.quiet));
   int64_t findings_before = 0;
+  // The previous size's outputs, still held by the caller across the next call, as the founding
+  // incident holds the embedding result across the o_proj all-reduce: a collective whose default
+  // output is a view of its own workspace changes them, and its next output shares their bytes.
+  std::vector<TensorView> held;
+  std::vector<std::vector<uint8_t>> held_bytes;  // per rank, as read right after their call
+  const auto release_held = [&] {
+    // The ring's persistent-output outputs are its workspace, not the caller's to free.
+    if (!faults->Has(Fault::kPersistentOutput)) {
+      for (const TensorView& v : held) (void)dev.Free(v.mem);
+    }
+    held.clear();
+  };
   for (size_t index = 0; index < sizes.size(); ++index) {
     progress.Update(static_cast<int64_t>(index), static_cast<int64_t>(sizes.size()),
                     DescribeByteSize(sizes[index]));
@@ -184,7 +207,9 @@ int RunDemoCommand(const DemoCommand& c) {
     for (int r = 0; r < world; ++r) {
       std::vector<uint8_t> bytes(n * esize);
       for (int64_t i = 0; i < n; ++i) {
-        ints[r][i] = static_cast<int64_t>((i * 7 + r * 13) % 17) - 8;
+        // Shifted per size, so an output overwritten by the next size's sum reads as changed.
+        ints[r][i] =
+            static_cast<int64_t>((i * 7 + r * 13 + static_cast<int64_t>(index) * 3) % 17) - 8;
         StoreFromFloat(*dtype, bytes.data(), i, static_cast<float>(ints[r][i]));
       }
       absl::StatusOr<MemRef> mem = dev.Allocate(r, bytes.size(), "demo input");
@@ -212,17 +237,39 @@ int RunDemoCommand(const DemoCommand& c) {
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     int64_t wrong = 0;
+    std::vector<float> sums(n);
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t sum = 0;
+      for (int q = 0; q < world; ++q) sum += ints[q][i];
+      sums[i] = static_cast<float>(sum);
+    }
+    std::vector<std::vector<uint8_t>> out_bytes(world);
     for (int r = 0; r < world; ++r) {
-      std::vector<uint8_t> bytes(n * esize);
+      std::vector<uint8_t>& bytes = out_bytes[r];
+      bytes.resize(n * esize);
       if (absl::Status s = dev.Read((*outs)[r].mem.Slice(0, bytes.size()), absl::MakeSpan(bytes));
           !s.ok()) {
         return fail(s);
       }
-      for (int64_t i = 0; i < n; ++i) {
-        int64_t sum = 0;
-        for (int q = 0; q < world; ++q) sum += ints[q][i];
-        wrong += LoadAsFloat(*dtype, bytes.data(), i) != static_cast<float>(sum);
+      for (int64_t i = 0; i < n; ++i) wrong += LoadAsFloat(*dtype, bytes.data(), i) != sums[i];
+    }
+    // The previous size's outputs, held across this call: unchanged, and sharing no byte with
+    // this call's outputs on any rank.
+    int64_t held_changed = 0;
+    std::vector<int> aliased_ranks;
+    int64_t held_elems = 0;
+    for (size_t r = 0; r < held.size(); ++r) {
+      std::vector<uint8_t> bytes(held_bytes[r].size());
+      if (absl::Status s = dev.Read(held[r].mem.Slice(0, bytes.size()), absl::MakeSpan(bytes));
+          !s.ok()) {
+        return fail(s);
       }
+      for (size_t at = 0; at < bytes.size(); at += esize) {
+        held_changed += std::memcmp(&bytes[at], &held_bytes[r][at], esize) != 0;
+      }
+      held_elems += static_cast<int64_t>(bytes.size() / esize);
+      const std::vector<LiveResult> live = {{"previous", held[r]}, {"current", (*outs)[r]}};
+      if (!FindResultAliases(live).empty()) aliased_ranks.push_back(static_cast<int>(r));
     }
     absl::StatusOr<std::vector<int>> differing = RanksDifferingFromRank0(dev, *outs);
     if (!differing.ok()) return fail(differing.status());
@@ -236,6 +283,22 @@ int RunDemoCommand(const DemoCommand& c) {
                 pieces > 0 ? absl::StrFormat("%d", pieces).c_str() : "-",
                 static_cast<long long>(wrong), differing->empty() ? "true" : "false",
                 static_cast<long long>(findings), ms);
+    if (held_changed > 0 || !aliased_ranks.empty()) {
+      std::printf(
+          "%12llu the %llu B output, held across this call, %s\n",
+          static_cast<unsigned long long>(n * esize),
+          static_cast<unsigned long long>(held_bytes.empty() ? 0 : held_bytes[0].size()),
+          absl::StrCat(held_changed > 0 ? absl::StrFormat("changed in %lld of %lld elements",
+                                                          static_cast<long long>(held_changed),
+                                                          static_cast<long long>(held_elems))
+                                        : "",
+                       held_changed > 0 && !aliased_ranks.empty() ? " and " : "",
+                       aliased_ranks.empty()
+                           ? ""
+                           : absl::StrCat("shares bytes with this call's output on rank(s) ",
+                                          absl::StrJoin(aliased_ranks, ",")))
+              .c_str());
+    }
     json.BeginObject().Key("size_bytes").UInt(n * esize).Key("count").Int(n);
     json.Key("pieces");
     if (pieces > 0) {
@@ -245,15 +308,30 @@ int RunDemoCommand(const DemoCommand& c) {
     }
     json.Key("wrong").Int(wrong);
     json.Key("rank_consistent").Bool(differing->empty());
-    json.Key("new_findings").Int(findings - findings_before).Key("sim_ms").Double(ms).EndObject();
+    json.Key("new_findings").Int(findings - findings_before);
+    json.Key("held_changed");
+    if (held.empty()) {
+      json.Null();
+    } else {
+      json.Int(held_changed);
+    }
+    json.Key("held_aliased");
+    if (held.empty()) {
+      json.Null();
+    } else {
+      json.Bool(!aliased_ranks.empty());
+    }
+    json.Key("sim_ms").Double(ms).EndObject();
     findings_before = findings;
     // Compressed wires round by design: their wrong count is information, not a failure.
-    failed |= (*wire == WireMode::kNative && wrong > 0) || !differing->empty() || findings > 0;
-    for (int r = 0; r < world; ++r) {
-      if (!faults->Has(Fault::kPersistentOutput)) (void)dev.Free((*outs)[r].mem);
-      (void)dev.Free(inputs[r].mem);
-    }
+    failed |= (*wire == WireMode::kNative && wrong > 0) || !differing->empty() || findings > 0 ||
+              held_changed > 0 || !aliased_ranks.empty();
+    release_held();
+    held = *outs;
+    held_bytes = std::move(out_bytes);
+    for (int r = 0; r < world; ++r) (void)dev.Free(inputs[r].mem);
   }
+  release_held();
   progress.Clear();
   json.EndArray();
   json.Key("findings").BeginArray();
@@ -302,7 +380,10 @@ int RunPlanCommand(const PlanCommand& c) {
     w.BeginObject();
     WriteJsonPreamble(w, "plan");
     w.Key("world").Int(plan->world).Key("elems").Int(plan->elems);
-    w.Key("dtype").String(DTypeName(plan->dtype)).Key("wire").String(WireModeName(plan->wire));
+    w.Key("dtype")
+        .String(DTypeName(plan->dtype))
+        .Key("wire")
+        .String(WireLabel(plan->wire, plan->dtype));
     w.Key("pieces_requested").Int(plan->pieces_requested).Key("pieces").Int(plan->pieces);
     w.Key("chunk_elems").Int(plan->chunk_elems).Key("faults").String(faults->ToString());
     w.Key("slab_bytes").UInt(plan->slab.slab_bytes).Key("ranks").BeginArray();

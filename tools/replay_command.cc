@@ -17,6 +17,7 @@
 #include "common/core/json_writer.h"
 #include "common/core/version.h"
 #include "common/plugin/open_collective.h"
+#include "common/scenario/integer_sums.h"
 #include "common/scenario/replay.h"
 #include "common/scenario/replay_expectations.h"
 #include "common/scenario/report.h"
@@ -341,6 +342,11 @@ int RunReplayCommand(const ReplayCommand& c) {
   }
   absl::StatusOr<Scenario> scenario = LoadScenarioFile(c.file);
   if (!scenario.ok()) return BadInput(std::string(scenario.status().message()));
+  if (IsLeadProcess()) {
+    for (const std::string& w : IntegerSumWarnings(*scenario)) {
+      std::fprintf(stderr, "dmalab replay: warning: %s\n", w.c_str());
+    }
+  }
   absl::StatusOr<FaultSet> faults = FaultSet::Parse(c.inject);
   if (!faults.ok()) return BadInput(std::string(faults.status().message()));
   const uint64_t seed = c.seed.value_or(scenario->seed);
@@ -443,7 +449,7 @@ int RunReplayCommand(const ReplayCommand& c) {
   if (expect != nullptr) {
     diffs = CompareWithExpectation(*expect, *report);
     expectation_met = diffs.empty();
-    std::printf("expectation: %s\n", expectation_met ? "met" : "NOT met");
+    std::printf("%s\n", ExpectationLine(*expect, *report, diffs).c_str());
     for (const std::string& d : diffs) std::printf("  %s\n", d.c_str());
   }
   if (!c.run.json.empty()) {

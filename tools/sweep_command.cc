@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "common/core/byte_size.h"
 #include "common/plugin/open_collective.h"
 #include "common/ring/ring_planner.h"
@@ -27,7 +28,11 @@ namespace dmalab {
 namespace {
 
 int Fail(const absl::Status& s) {
-  std::fprintf(stderr, "dmalab sweep: %s\n", std::string(s.message()).c_str());
+  // The measuring library names itself ("sweep: ...") for callers that print its errors bare;
+  // here the command's own prefix says it already.
+  absl::string_view message = s.message();
+  absl::ConsumePrefix(&message, "sweep: ");
+  std::fprintf(stderr, "dmalab sweep: %s\n", std::string(message).c_str());
   return 2;
 }
 
@@ -197,6 +202,8 @@ int RunSweepCommand(const SweepCommand& c, const SweepNcclJsonOption& nccl) {
   context.start_time = LocalTime();
   if (absl::Status s = DescribeDevices(c, topology, context); !s.ok()) return Fail(s);
 
+  // Refusals before the table header, so that a refused sweep prints nothing on stdout.
+  if (absl::Status s = CheckSweepOptions(*options, *dev); !s.ok()) return Fail(s);
   std::fputs(SweepTableHeader(context).c_str(), stdout);
   std::fflush(stdout);
   Progress progress("sweep", "sizes", ProgressWanted(c.run.quiet));

@@ -845,7 +845,9 @@ absl::StatusOr<std::string> FindZooRoot(const std::string& root) {
     if (!ec) {
       candidates.emplace_back((exe.parent_path() / ".." / "share" / "dmalab").lexically_normal(),
                               "the install prefix");
-      candidates.emplace_back((exe.parent_path() / ".." / "..").lexically_normal(),
+      // Not <bin>/../.., whose normal form ends in a separator ("ROOT//scenarios/..." in
+      // messages).
+      candidates.emplace_back(exe.parent_path().parent_path().parent_path().string(),
                               "above the executable's folder");
     }
 #ifdef DMALAB_SOURCE_DIR
@@ -916,19 +918,28 @@ int RunZooCommand(const ZooCommand& command) {
   absl::StatusOr<std::string> root = FindZooRoot(command.root);
   if (!root.ok()) return bad_input(std::string(root.status().message()));
   options.root = *root;
-  // The example plugins are built beside the executable (build/bin/../examples/).
+  // The example plugins lie where the executable's own tree puts them, never in another tree:
+  // installed, <prefix>/lib/dmalab/plugins beside <prefix>/bin/dmalab and its share/dmalab
+  // (cmake/dmalab_install_data.cmake); in a build tree, build/examples beside build/bin.
   std::error_code ec;
   const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  const std::filesystem::path plugins = exe.parent_path().parent_path() / "examples";
+  const std::filesystem::path prefix = exe.parent_path().parent_path();
+  std::error_code no_share;  // a build tree has no share/: not an error
+  const bool installed = std::filesystem::is_directory(prefix / "share" / "dmalab", no_share);
+  const std::filesystem::path plugins =
+      installed ? prefix / "lib" / "dmalab" / "plugins" : prefix / "examples";
   if (options.collective != kRingCollective) {
     // The plugin under test replaces the ring; the example plugins' rows are left out.
   } else if (!ec && std::filesystem::exists(plugins / "persistent_workspace.so", ec)) {
     options.plugins_dir = plugins.string();
   } else {
     std::fprintf(stderr,
-                 "dmalab zoo: the example plugins are not built (no %s): their rows are left out "
-                 "(build the target example_plugins)\n",
-                 (plugins / "persistent_workspace.so").string().c_str());
+                 "dmalab zoo: the example plugins are not %s (no %s): their rows are left out "
+                 "(%s)\n",
+                 installed ? "installed" : "built",
+                 (plugins / "persistent_workspace.so").string().c_str(),
+                 installed ? "install a build that has the target example_plugins"
+                           : "build the target example_plugins");
   }
   Progress progress("zoo", "runs", ProgressWanted(command.run.quiet));
   options.progress = [&progress](int64_t done, int64_t total) { progress.Update(done, total); };

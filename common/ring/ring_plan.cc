@@ -88,7 +88,8 @@ std::string PlanOp::Label() const {
 std::string RingPlan::ToString() const {
   std::string out = absl::StrFormat(
       "ring plan: world=%d elems=%d dtype=%s wire=%s pieces=%d (requested %d) chunk_elems=%d\n",
-      world, elems, DTypeName(dtype), WireModeName(wire), pieces, pieces_requested, chunk_elems);
+      world, elems, DTypeName(dtype), WireLabel(wire, dtype), pieces, pieces_requested,
+      chunk_elems);
   absl::StrAppendFormat(&out,
                         "slab per rank: %d flags, %d scratch areas of %d B, %d B in all; "
                         "events per rank: %d\n",

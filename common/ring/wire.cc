@@ -36,6 +36,10 @@ absl::StatusOr<WireMode> ParseWireMode(std::string_view name) {
       name));
 }
 
+std::string_view WireLabel(WireMode mode, DType dtype) {
+  return mode == WireMode::kNative ? DTypeName(dtype) : WireModeName(mode);
+}
+
 Codec WireCodec(WireMode mode) {
   switch (mode) {
     case WireMode::kNative:

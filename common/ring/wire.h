@@ -24,6 +24,10 @@ std::string_view WireModeName(WireMode mode);
 // Parses a name as printed by WireModeName ("native" is accepted for "bf16").
 absl::StatusOr<WireMode> ParseWireMode(std::string_view name);
 
+// What a run of `mode` on `dtype` tensors sends, for reports: the dtype's own name for kNative
+// (an fp16 all-reduce's native wire carries fp16, not bf16), else the mode's name.
+std::string_view WireLabel(WireMode mode, DType dtype);
+
 // The block codec of a compressed mode; Codec::kPlain for kNative.
 Codec WireCodec(WireMode mode);
 

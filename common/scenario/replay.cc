@@ -356,7 +356,7 @@ absl::StatusOr<ReplayReport> Replayer::RunSteps() {
   values_ = d_->HoldsValues();
   r_.fidelity = values_ ? "values" : "shadow";
   r_.world = s_.world;
-  r_.wire = std::string(WireModeName(s_.wire));
+  r_.wire = std::string(WireLabel(s_.wire, s_.dtype));
   r_.faults = o_.faults.ToString();
   r_.seed = seed_;
   r_.retained_mismatches_by_rank.assign(s_.world, 0);

@@ -36,4 +36,20 @@ std::vector<std::string> CompareWithExpectation(const Expectation& expect,
   return diffs;
 }
 
+std::string ExpectationLine(const Expectation& expect, const ReplayReport& report,
+                            const std::vector<std::string>& diffs) {
+  if (diffs.empty()) return "expectation: met";
+  const std::string collective = report.collective.empty() ? "none" : report.collective;
+  if (expect.pass && !report.pass()) {
+    return absl::StrFormat(
+        "expectation: NOT met: the collective under test (%s) fails this scenario, which states "
+        "PASS for faults=%s: a bug of the collective, shown by the findings above",
+        collective, expect.faults);
+  }
+  return absl::StrFormat(
+      "expectation: NOT met: the run's verdict (collective %s, faults=%s) differs from the one "
+      "the scenario states",
+      collective, expect.faults);
+}
+
 }  // namespace dmalab

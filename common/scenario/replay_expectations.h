@@ -20,6 +20,13 @@ const Expectation* FindExpectation(const Scenario& scenario, const FaultSet& fau
 std::vector<std::string> CompareWithExpectation(const Expectation& expect,
                                                 const ReplayReport& report);
 
+// The report's expectation line: "expectation: met", or, when `diffs` is not empty, a line that
+// says whose failure it is. A stated PASS that the run FAILs is the collective under test failing
+// the scenario (its findings are above the line); any other difference is the run's verdict
+// differing from the stated one (e.g. an injected fault the checks did not catch).
+std::string ExpectationLine(const Expectation& expect, const ReplayReport& report,
+                            const std::vector<std::string>& diffs);
+
 }  // namespace dmalab
 
 #endif  // DMALAB_COMMON_SCENARIO_REPLAY_EXPECTATIONS_H_

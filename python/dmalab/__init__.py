@@ -31,6 +31,7 @@ try:
         format_report_json,
         with_thousands,
         compare_with_expectation,
+        expectation_line,
     )
 except ImportError as e:  # pragma: no cover - depends on the build
     raise ImportError(

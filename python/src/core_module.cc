@@ -321,4 +321,16 @@ PYBIND11_MODULE(_core, m) {
       py::arg("scenario"), py::arg("report"), py::arg("faults") = "none",
       "None when the scenario states no verdict for these faults, else the differences (empty: "
       "met).");
+  m.def(
+      "expectation_line",
+      [](const Scenario& s, const ReplayReport& r, const std::string& faults) -> py::object {
+        absl::StatusOr<FaultSet> f = FaultSet::Parse(faults);
+        if (!f.ok()) throw py::value_error(std::string(f.status().message()));
+        const Expectation* e = FindExpectation(s, *f);
+        if (e == nullptr) return py::none();
+        return py::cast(ExpectationLine(*e, r, CompareWithExpectation(*e, r)));
+      },
+      py::arg("scenario"), py::arg("report"), py::arg("faults") = "none",
+      "None when the scenario states no verdict for these faults, else the report's expectation "
+      "line (dmalab replay's).");
 }

@@ -2,7 +2,7 @@
 # The command line as a whole: help per command, --version, one exit-code contract (0 PASS,
 # 1 a check failed or an expectation not met, 2 bad input or usage) with messages that name the
 # flag, the value and what is allowed; the grouped report; JSON of every command; zoo from
-# anywhere; progress only on a terminal; sweep defaults as the README states them.
+# anywhere; progress only on a terminal; sweep defaults as docs/cli.md states them.
 set -uo pipefail
 dmalab="$(realpath "$1")"
 cd "$(dirname "$0")/../.."
@@ -212,7 +212,7 @@ sed 's/    status: PASS/    status: FAIL/' "$scenario" > "$tmp/expects_fail.yaml
 expect_exit 1 "" -- replay "$tmp/expects_fail.yaml"
 grep -qx 'pointer_alias=false  retained_mismatches=0 / 0  rank_consistent=true  status=PASS' "$tmp/out.txt" ||
   fail "the run itself passes: $(tail -3 "$tmp/out.txt")"
-grep -qx 'expectation: NOT met' "$tmp/out.txt" || fail "expectation line: $(tail -3 "$tmp/out.txt")"
+grep -qx "expectation: NOT met: the run's verdict (collective ring, faults=none) differs from the one the scenario states" "$tmp/out.txt" || fail "expectation line: $(tail -3 "$tmp/out.txt")"
 expect_exit 0 "" -- replay "$scenario"
 grep -qx 'expectation: met' "$tmp/out.txt" || fail "met expectation: $(tail -3 "$tmp/out.txt")"
 
@@ -277,16 +277,16 @@ assert zoo["seeds"] == 1 and zoo["status"] == "PASS" and len(zoo["clean"]) == 6
 assert zoo["backend"] == "sim" and zoo["perturb"] is None and zoo["sizes"] == [], zoo["sizes"]
 sweep = load("sweep", "sweep")
 assert sweep["scheduling_seed"] == 1
-# The defaults the README states: -b 1M -e 16M -f 2 -n 20 -w 5.
+# The defaults docs/cli.md states: -b 1M -e 16M -f 2 -n 20 -w 5.
 assert (sweep["min_bytes"], sweep["max_bytes"], sweep["factor"]) == (1 << 20, 16 << 20, 2)
 assert (sweep["iters"], sweep["warmup"]) == (20, 5)
 assert [r["size_bytes"] for r in sweep["rows"]] == [1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20]
 seeds = load("seeds", "replay")
 assert seeds["mode"] == "seeds" and seeds["seeds"] == 2 and seeds["failing"] == []
 PY
-readme_sweep=$(grep -o '^dmalab sweep .*' README.md | head -1)
+readme_sweep=$(grep -o '^dmalab sweep .*' docs/cli.md | head -1)
 for d in "-b 1M" "-e 16M" "-f 2" "-n 20" "-w 5" "-c 1" "-G 0"; do
-  [[ "$readme_sweep" == *"[$d]"* ]] || fail "README's sweep line lacks [$d]: $readme_sweep"
+  [[ "$readme_sweep" == *"[$d]"* ]] || fail "docs/cli.md's sweep line lacks [$d]: $readme_sweep"
 done
 
 # --- --jobs: seeds on several threads, the same report for any number ----------------------------
@@ -340,4 +340,56 @@ shown = run("replay", sys.argv[2])
 assert b"\rreplay [####################] 10/10 steps" in shown, shown[-400:]
 assert b"\rreplay [" not in run("replay", sys.argv[2], "--quiet")
 PY
+# --- the first hour's surprises -----------------------------------------------------------------
+# The demo holds each size's output across the next call, as the founding incident holds its
+# residual: the persistent-output fault (outputs are views of one workspace) is caught.
+expect_exit 1 "" -- demo --inject=persistent-output --ranks=2 -b 4K -e 16K -f 4
+grep -qx '       16384 the 4096 B output, held across this call, changed in 4096 of 4096 elements and shares bytes with this call'"'"'s output on rank(s) 0,1' "$tmp/out.txt" ||
+  fail "demo persistent-output: $(cat "$tmp/out.txt")"
+grep -qx 'status=FAIL' "$tmp/out.txt" || fail "demo persistent-output status: $(tail -1 "$tmp/out.txt")"
+expect_exit 1 "" -- demo --inject=persistent-output
+expect_exit 0 "" -- demo --ranks=2 -b 4K -e 16K -f 4 --json="$tmp/demo_held.json"
+! grep -q 'held across this call' "$tmp/out.txt" || fail "demo without a fault: $(cat "$tmp/out.txt")"
+python3 - "$tmp/demo_held.json" <<'PY' || fail "demo held keys"
+import json, sys
+rows = json.load(open(sys.argv[1]))["rows"]
+assert [(r["held_changed"], r["held_aliased"]) for r in rows] == [(None, None), (0, False)], rows
+PY
+# A library's own prefix is not repeated after the command's.
+expect_exit 2 "dmalab plan: elems is 100; must be a positive multiple of world*8 = 24" -- plan --ranks=3 --elems=100
+! grep -q 'plan: plan:' "$tmp/err.txt" || fail "plan prefix: $(cat "$tmp/err.txt")"
+# A sweep it refuses prints no table header, and names itself once.
+topo=scenarios/topologies/h200_virtual_ranks.yaml
+expect_exit 2 "dmalab sweep: -G needs -w >= 1" -- sweep --backend=sim --topology="$topo" -G 1 -w 0
+[[ ! -s "$tmp/out.txt" ]] || fail "refused sweep wrote stdout: $(cat "$tmp/out.txt")"
+! grep -q 'sweep: sweep:' "$tmp/err.txt" || fail "sweep prefix: $(cat "$tmp/err.txt")"
+expect_exit 2 "dmalab sweep: -c 1 compares results with the exact sum, but device 'sim' runs in the shadow fidelity" -- sweep --backend=sim --topology="$topo" --fidelity=shadow -c 1
+[[ ! -s "$tmp/out.txt" ]] || fail "refused shadow sweep wrote stdout: $(cat "$tmp/out.txt")"
+# A mistyped flag: the closest one the command takes.
+expect_exit 2 "flag '--rank=3' means nothing to demo (did you mean --ranks?); its flags:" -- demo --rank=3
+expect_exit 2 "flag '--seed=3' means nothing to zoo (did you mean --seeds?); its flags:" -- zoo --seed=3
+expect_exit 2 "flag '--minbyte 1M' means nothing to sweep (did you mean --minbytes?); its flags:" -- sweep --minbyte 1M
+expect_exit 2 "flag '--no-such-flag' means nothing to demo; its flags:" -- demo --no-such-flag
+# The native wire of an fp16 scenario is fp16; its integer fill too large to sum exactly over the
+# ranks is a located warning (the run itself goes on).
+cat > "$tmp/fp16.yaml" <<'YAML'
+world: 2
+dtype: fp16
+tensors: {x: [64], y: [64]}
+steps:
+  - fill: {tensor: x, kind: int, lo: -2000, hi: 3}
+  - all_reduce: {input: x, result: y}
+YAML
+expect_exit 0 "" -- replay "$tmp/fp16.yaml"
+grep -q '^collective=ring device=sim fidelity=values world=2 wire=fp16 ' "$tmp/out.txt" ||
+  fail "fp16 wire: $(sed -n 2p "$tmp/out.txt")"
+[[ "$(cat "$tmp/err.txt")" == "dmalab replay: warning: $tmp/fp16.yaml:6:25: field 'steps[1].all_reduce.input': tensor 'x' holds the integers of the fill at $tmp/fp16.yaml:5:5, up to 2000 in magnitude; their sum over 2 ranks reaches 4000, past fp16's exact integer range (2048), so this all-reduce's output is not checked against its exact sum (wrong_sum); fill within 1024 (2048 / 2) to have it checked" ]] ||
+  fail "fp16 fill warning: $(cat "$tmp/err.txt")"
+expect_exit 0 "" -- plan --dtype=fp16
+grep -q '^ring plan: world=4 elems=4096 dtype=fp16 wire=fp16 ' "$tmp/out.txt" || fail "plan fp16 wire: $(head -1 "$tmp/out.txt")"
+# An unmet expectation names the collective under test as what failed.
+expect_exit 1 "" -- replay tests/cli/grouped_findings_tp2.yaml --collective="$examples/persistent_workspace.so"
+grep -qx 'expectation: NOT met: the collective under test (plugin:persistent_workspace) fails this scenario, which states PASS for faults=none: a bug of the collective, shown by the findings above' "$tmp/out.txt" ||
+  fail "plugin expectation line: $(tail -3 "$tmp/out.txt")"
+
 echo "CLI: all checks passed"

@@ -259,6 +259,14 @@ class BadInputTest(unittest.TestCase):
             self.assertEqual((code, out), (2, ""), args)
             self.assertIn(message, err)
 
+    def test_help_says_usage_once(self):
+        for args in (["--help"], ["check", "--help"]):
+            code, out, err = run([sys.executable, "-m", "dmalab.torch", *args])
+            self.assertEqual((code, err), (0, ""), args)
+            self.assertTrue(out.startswith("usage: python3 -m dmalab.torch check SCENARIO "
+                                           "--collective=module:factory "), out)
+            self.assertEqual(out.count("usage:"), 1, out)
+
     def test_a_raising_factory_is_bad_input(self):
         code, out, err = check(SMALL, f"{FAULTY}:factory_raises")
         self.assertEqual((code, out), (2, ""))

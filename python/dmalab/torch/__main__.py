@@ -5,8 +5,10 @@ import argparse
 import os
 import sys
 
-USAGE = ("usage: python3 -m dmalab.torch check SCENARIO --collective=module:factory "
-         "[--device=cpu|cuda] [--json=PATH] [--timeout=SECONDS] [--perturb=SEED]")
+# argparse writes "usage: " before the text it is given, so the text itself has none.
+SYNOPSIS = ("python3 -m dmalab.torch check SCENARIO --collective=module:factory "
+            "[--device=cpu|cuda] [--json=PATH] [--timeout=SECONDS] [--perturb=SEED]")
+USAGE = "usage: " + SYNOPSIS
 
 
 class _Parser(argparse.ArgumentParser):
@@ -69,9 +71,9 @@ def main(argv=None):
 
 
 def _main(argv):
-    parser = _Parser(prog="python3 -m dmalab.torch", usage=USAGE, description=__doc__)
+    parser = _Parser(prog="python3 -m dmalab.torch", usage=SYNOPSIS, description=__doc__)
     sub = parser.add_subparsers(dest="command")
-    check = sub.add_parser("check", usage=USAGE,
+    check = sub.add_parser("check", usage=SYNOPSIS,
                            help="replay a scenario against a torch collective")
     check.error = parser.error
     check.add_argument("scenario")

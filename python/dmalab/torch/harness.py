@@ -349,7 +349,7 @@ def _follow(scenario, collective, device, ranks, timeout, startup, grace, json_p
     text = dmalab.format_report_text(report)
     diffs = dmalab.compare_with_expectation(scenario, report)
     if diffs is not None:
-        text += f"expectation: {'met' if not diffs else 'NOT met'}\n"
+        text += dmalab.expectation_line(scenario, report) + "\n"
         text += "".join(f"  {d}\n" for d in diffs)
     # A report that cannot be written (a full disk, a reader gone) is exit 2 with the reason,
     # after the JSON is written.
