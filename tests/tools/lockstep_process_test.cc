@@ -352,7 +352,8 @@ TEST(PluginProcessTest, EveryRanksGrowthReachesRankZero) {
     want += absl::StrFormat(
         "resource_growth %d: plugin 'registered_input_leak' rank %d holds more after each of the "
         "last 16 calls (through all_reduce call 16 (default form)): now 3 allocations, 36 IPC "
-        "mappings, 0 streams, 0 events; a collective whose resources grow with every call in "
+        "mappings, 0 streams, 0 events, 0 reserved ranges; a collective whose resources grow with "
+        "every call in "
         "steady state overflows its tables or the device's memory\n",
         rank, rank);
   }
