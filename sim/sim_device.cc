@@ -157,6 +157,13 @@ absl::Status SimDevice::CheckMem(MemRef& m, std::string_view what) {
   if (m.alloc_id == 0) {
     // A raw address: its lifetime is the allocation that covers it now.
     if (const AllocationInfo* a = memory_[m.rank].LiveAt(m.addr)) m.alloc_id = a->id;
+  } else if (memory_[m.rank].Find(m.alloc_id) == nullptr &&
+             !memory_[m.rank].FreedLongAgo(m.alloc_id)) {
+    // As a GPU knows no such allocation: the id was made up, or belongs to another rank.
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: [0x%x, +%d) on rank %d names allocation #%d, which rank %d never handed out (a range "
+        "carries the id its allocation was given, or 0)",
+        what, m.addr, m.bytes, m.rank, m.alloc_id, m.rank));
   }
   return absl::OkStatus();
 }

@@ -120,6 +120,29 @@ TEST(SimGraphTest, AValueBakedIntoAGraphLetsTheSecondReplayReadTooEarly) {
   EXPECT_GT(caught, 0);
 }
 
+TEST(SimDeviceIdsTest, ARangeNamingAnAllocationIdTheRankNeverHandedOutIsRefused) {
+  SimDevice d(2, /*seed=*/1);
+  const MemRef a = *d.Allocate(0, 64, "a");
+  const MemRef b = *d.Allocate(1, 64, "b");
+  const MemRef c = *d.Allocate(0, 64, "c");
+  MemRef made_up = a;
+  made_up.alloc_id = 999;
+  absl::Status s = d.Copy(d.ComputeStream(0), made_up, c, "copy");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("names allocation #999, which rank 0 never handed out"));
+  // Another rank's id on this rank's bytes is refused alike.
+  MemRef other = a;
+  other.alloc_id = b.alloc_id;
+  EXPECT_EQ(d.Copy(d.ComputeStream(0), other, c, "copy").code(),
+            absl::StatusCode::kInvalidArgument);
+  // The id it was given, or none, is accepted.
+  MemRef raw = a;
+  raw.alloc_id = 0;
+  EXPECT_TRUE(d.Copy(d.ComputeStream(0), raw, c, "copy").ok());
+  EXPECT_TRUE(d.Synchronize().ok());
+}
+
 TEST(SimGraphTest, ALaunchAfterItsBufferWasFreedIsAUseAfterFree) {
   SimDevice d(2, /*seed=*/1);
   MemRef src = *d.Allocate(0, 64, "src");
