@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "common/core/hash.h"
 #include "common/core/reduce_host.h"
+#include "common/core/status_macros.h"
 
 namespace dmalab {
 namespace {
@@ -1023,27 +1024,41 @@ absl::StatusOr<IpcHandle> SimDevice::ExportMemory(const MemRef& allocation) {
 }
 
 absl::StatusOr<MemRef> SimDevice::OpenMemory(int rank, const IpcHandle& handle) {
+  return OpenPeerMemory(rank, handle, nullptr, "ipc open");
+}
+
+absl::StatusOr<MemRef> SimDevice::OpenPeerMemory(int rank, const IpcHandle& handle,
+                                                 const MemRef* reserved, std::string_view verb) {
   if (rank < 0 || rank >= world_) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("ipc open: rank is %d; ranks are 0..%d", rank, world_ - 1));
+        absl::StrFormat("%s: rank is %d; ranks are 0..%d", verb, rank, world_ - 1));
   }
   absl::StatusOr<uint64_t> id = ipc_.Decode(handle.bytes, /*events=*/false);
   if (!id.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("ipc open on rank %d: %s", rank, id.status().message()));
+        absl::StrFormat("%s on rank %d: %s", verb, rank, id.status().message()));
   }
   const IpcExport& e = ipc_.exported(*id);
   if (e.rank == rank) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "ipc open on rank %d: the handle is the rank's own allocation #%d '%s'; a process maps "
-        "only its peers' memory (CUDA refuses this too): use the allocation itself",
-        rank, e.alloc_id, e.tag));
+        "%s on rank %d: the handle is the rank's own allocation #%d '%s'; a process maps only its "
+        "peers' memory (CUDA refuses this too): use the allocation itself",
+        verb, rank, e.alloc_id, e.tag));
   }
-  absl::StatusOr<const IpcMapping*> map = ipc_.Map(rank, *id, context_);
-  if (!map.ok()) return map.status();
-  const MemRef owner{e.rank, e.addr, e.bytes, e.alloc_id, (*map)->id};
-  CheckExporterAlive(rank, **map, owner, "opened");
-  return MemRef{rank, (*map)->addr, (*map)->bytes, 0, 0};
+  const IpcMapping* map = nullptr;
+  if (reserved == nullptr) {
+    DMALAB_ASSIGN_OR_RETURN(map, ipc_.Map(rank, *id, context_));
+  } else {
+    absl::StatusOr<const Reservation*> r = reservations_.ForMapping(rank, reserved->addr, e.bytes);
+    if (!r.ok()) {
+      return absl::Status(r.status().code(), absl::StrFormat("%s: %s", verb, r.status().message()));
+    }
+    DMALAB_ASSIGN_OR_RETURN(map, ipc_.MapAt(rank, *id, (*r)->addr, context_));
+    reservations_.SetMapping((*r)->id, map->id);
+  }
+  const MemRef owner{e.rank, e.addr, e.bytes, e.alloc_id, map->id};
+  CheckExporterAlive(rank, *map, owner, "opened");
+  return MemRef{rank, map->addr, map->bytes, 0, 0};
 }
 
 absl::Status SimDevice::CloseMemory(const MemRef& mapping) {
@@ -1076,34 +1091,12 @@ absl::StatusOr<MemRef> SimDevice::ReserveAddress(int rank, uint64_t bytes) {
 
 absl::StatusOr<MemRef> SimDevice::OpenMemoryAt(int rank, const IpcHandle& handle,
                                                const MemRef& reserved) {
-  if (rank < 0 || rank >= world_ || reserved.rank != rank) {
+  if (reserved.rank != rank) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "ipc open at: rank is %d, the reserved range's rank %d; ranks are 0..%d and both must be "
-        "the opener's",
-        rank, reserved.rank, world_ - 1));
+        "ipc open at: rank is %d, the reserved range's rank %d; both must be the opener's", rank,
+        reserved.rank));
   }
-  absl::StatusOr<uint64_t> id = ipc_.Decode(handle.bytes, /*events=*/false);
-  if (!id.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("ipc open at on rank %d: %s", rank, id.status().message()));
-  }
-  const IpcExport& e = ipc_.exported(*id);
-  if (e.rank == rank) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "ipc open at on rank %d: the handle is the rank's own allocation #%d '%s'; a process maps "
-        "only its peers' memory (CUDA refuses this too): use the allocation itself",
-        rank, e.alloc_id, e.tag));
-  }
-  absl::StatusOr<const Reservation*> r = reservations_.ForMapping(rank, reserved.addr, e.bytes);
-  if (!r.ok()) {
-    return absl::Status(r.status().code(), absl::StrCat("ipc open at: ", r.status().message()));
-  }
-  absl::StatusOr<const IpcMapping*> map = ipc_.MapAt(rank, *id, (*r)->addr, context_);
-  if (!map.ok()) return map.status();
-  reservations_.SetMapping((*r)->id, (*map)->id);
-  const MemRef owner{e.rank, e.addr, e.bytes, e.alloc_id, (*map)->id};
-  CheckExporterAlive(rank, **map, owner, "opened");
-  return MemRef{rank, (*map)->addr, (*map)->bytes, 0, 0};
+  return OpenPeerMemory(rank, handle, &reserved, "ipc open at");
 }
 
 absl::Status SimDevice::ReleaseAddress(const MemRef& reserved) {

@@ -221,6 +221,9 @@ class SimDevice : public Device {
   absl::Status ResolveThrough(MemRef& m, const IpcMapping& map, std::string_view what);
   // A view in a reserved range: while capturing it stays as it is (resolved at every launch);
   // otherwise through the mapping placed there, or an unmapped_address finding and an error.
+  // OpenMemory and OpenMemoryAt: maps a peer's handle on `rank`, into `reserved` when given.
+  absl::StatusOr<MemRef> OpenPeerMemory(int rank, const IpcHandle& handle, const MemRef* reserved,
+                                        std::string_view verb);
   absl::Status ResolveReserved(MemRef& m, std::string_view what);
   // A captured op's operands in reserved ranges, resolved for one launch.
   absl::Status ResolveDeferred(Op& op);

@@ -9,38 +9,36 @@
 #include "measure/device_timer.h"
 #include "measure/hw_backend.h"
 #include "sim/topology.h"
+#include "tools/command.h"
 #include "tools/output_file.h"
 
 namespace dmalab {
-namespace {
-
-int Fail(const absl::Status& s) {
-  std::fprintf(stderr, "dmalab calibrate: %s\n", std::string(s.message()).c_str());
-  return 2;
-}
-
-}  // namespace
 
 int RunCalibrateCommand(const CalibrateCommand& c) {
   if (c.gpus != 1) {
-    return Fail(absl::InvalidArgumentError(absl::StrFormat(
-        "--gpus is %d; calibrate measures one GPU (same-GPU copies, virtual ranks): use --gpus=1",
-        c.gpus)));
+    return FailUsage("calibrate", absl::InvalidArgumentError(absl::StrFormat(
+                                      "--gpus is %d; calibrate measures one GPU (same-GPU copies, "
+                                      "virtual ranks): use --gpus=1",
+                                      c.gpus)));
   }
   if (c.ranks < 4 || c.ranks > 8) {
-    return Fail(absl::InvalidArgumentError(absl::StrFormat(
-        "--ranks is %d; must be in [4, 8]: 4 concurrent copies need 4 ranks' streams", c.ranks)));
+    return FailUsage(
+        "calibrate",
+        absl::InvalidArgumentError(absl::StrFormat(
+            "--ranks is %d; must be in [4, 8]: 4 concurrent copies need 4 ranks' streams",
+            c.ranks)));
   }
-  if (c.out.empty()) return Fail(absl::InvalidArgumentError("--out=FILE.yaml is required"));
+  if (c.out.empty())
+    return FailUsage("calibrate", absl::InvalidArgumentError("--out=FILE.yaml is required"));
   absl::StatusOr<std::unique_ptr<Device>> device = CreateHwDevice(c.ranks, c.gpus);
-  if (!device.ok()) return Fail(device.status());
+  if (!device.ok()) return FailUsage("calibrate", device.status());
   absl::StatusOr<GpuProperties> gpu = HwGpuProperties(0);
-  if (!gpu.ok()) return Fail(gpu.status());
+  if (!gpu.ok()) return FailUsage("calibrate", gpu.status());
   std::fprintf(stderr, "dmalab calibrate: measuring %s (takes about a minute)\n",
                gpu->name.c_str());
   absl::StatusOr<CalibrationMeasurements> m =
       MeasureCalibration(**device, WallClock(), DefaultCalibrationPlan());
-  if (!m.ok()) return Fail(m.status());
+  if (!m.ok()) return FailUsage("calibrate", m.status());
   m->gpu_name = gpu->name;
   m->copy_engines = gpu->copy_engines;
   m->sms = gpu->sms;
@@ -48,12 +46,13 @@ int RunCalibrateCommand(const CalibrateCommand& c) {
   m->cuda_driver = gpu->cuda_driver;
   m->command = c.command_line;
   absl::StatusOr<std::string> yaml = CalibrationYaml(*m, /*ranks_per_gpu=*/8);
-  if (!yaml.ok()) return Fail(yaml.status());
+  if (!yaml.ok()) return FailUsage("calibrate", yaml.status());
   if (absl::StatusOr<Topology> t = ParseTopology(*yaml, c.out); !t.ok()) {
-    return Fail(absl::InternalError(
-        absl::StrFormat("the written topology does not load: %s", t.status().message())));
+    return FailUsage("calibrate",
+                     absl::InternalError(absl::StrFormat("the written topology does not load: %s",
+                                                         t.status().message())));
   }
-  if (absl::Status s = WriteTextFile(c.out, *yaml); !s.ok()) return Fail(s);
+  if (absl::Status s = WriteTextFile(c.out, *yaml); !s.ok()) return FailUsage("calibrate", s);
   std::fputs(yaml->c_str(), stdout);
   std::fprintf(stderr, "dmalab calibrate: wrote %s\n", c.out.c_str());
   return 0;

@@ -1,7 +1,12 @@
 #include "tools/command.h"
 
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "common/plugin/open_collective.h"
+#include "tools/cli_flags.h"
 
 namespace dmalab {
 
@@ -32,6 +37,14 @@ absl::Status CheckCollectiveOptions(const RunFlags& run, std::string_view where)
         where));
   }
   return absl::OkStatus();
+}
+
+int FailUsage(std::string_view command, const absl::Status& s) {
+  absl::string_view message = s.message();
+  absl::ConsumePrefix(&message, absl::StrCat(std::string(command), ": "));
+  std::fprintf(stderr, "dmalab %s: %s\n", std::string(command).c_str(),
+               std::string(message).c_str());
+  return cli::kExitUsage;
 }
 
 }  // namespace dmalab

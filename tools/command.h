@@ -33,6 +33,11 @@ absl::Status CheckCollectiveOptions(const RunFlags& run, std::string_view where 
 // are returned as they are.
 std::string CollectiveAsWritten(const std::string& name);
 
+// Bad input or usage: prints "dmalab COMMAND: REASON" on stderr and returns kExitUsage. A reason
+// that already begins with "COMMAND: " (the libraries name themselves, for callers that print
+// their errors bare) is not prefixed twice.
+int FailUsage(std::string_view command, const absl::Status& s);
+
 }  // namespace dmalab
 
 #endif  // DMALAB_TOOLS_COMMAND_H_

@@ -10,7 +10,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/strip.h"
 #include "common/core/byte_size.h"
 #include "common/core/json_writer.h"
 #include "common/core/result_checks.h"
@@ -20,6 +19,7 @@
 #include "common/scenario/replay.h"
 #include "common/scenario/report.h"
 #include "sim/sim_device.h"
+#include "tools/command.h"
 #include "tools/host_memory.h"
 #include "tools/progress.h"
 #include "tools/rank_process.h"
@@ -27,17 +27,6 @@
 
 namespace dmalab {
 namespace {
-
-int Fail(std::string_view command, const absl::Status& s) {
-  // The ring planner names itself ("plan: ...", for the reports of replay, where it is one layer
-  // of many); after "dmalab plan: " it would say it twice.
-  absl::string_view message = s.message();
-  const std::string prefix = std::string(command) + ": ";
-  absl::ConsumePrefix(&message, prefix);
-  std::fprintf(stderr, "dmalab %s: %s\n", std::string(command).c_str(),
-               std::string(message).c_str());
-  return 2;
-}
 
 // The sizes min, min*f, ... up to max, without overflow.
 std::vector<uint64_t> DemoSizes(uint64_t lo, uint64_t hi, int factor) {
@@ -52,7 +41,7 @@ std::vector<uint64_t> DemoSizes(uint64_t lo, uint64_t hi, int factor) {
 }  // namespace
 
 int RunDemoCommand(const DemoCommand& c) {
-  const auto fail = [](const absl::Status& s) { return Fail("demo", s); };
+  const auto fail = [](const absl::Status& s) { return FailUsage("demo", s); };
   const int world = c.ranks;
   if (world < kMinWorld || world > kMaxWorld) {
     return fail(absl::InvalidArgumentError(
@@ -357,7 +346,7 @@ int RunDemoCommand(const DemoCommand& c) {
 }
 
 int RunPlanCommand(const PlanCommand& c) {
-  const auto fail = [](const absl::Status& s) { return Fail("plan", s); };
+  const auto fail = [](const absl::Status& s) { return FailUsage("plan", s); };
   RingPlanRequest req;
   req.world = c.ranks;
   req.elems = c.elems;

@@ -5,81 +5,18 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "common/core/byte_codec.h"
 
 namespace dmalab {
 namespace {
 
-// Fixed-width little-endian integers and length-prefixed strings.
-class Out {
- public:
-  Out& U64(uint64_t v) {
-    char b[8];
-    for (int i = 0; i < 8; ++i) b[i] = static_cast<char>(v >> (8 * i));
-    buf_.append(b, 8);
-    return *this;
-  }
-  Out& I64(int64_t v) { return U64(static_cast<uint64_t>(v)); }
-  Out& Bool(bool v) { return U64(v ? 1 : 0); }
-  Out& Str(std::string_view s) {
-    U64(s.size());
-    buf_.append(s);
-    return *this;
-  }
-  std::string Take() { return std::move(buf_); }
-
- private:
-  std::string buf_;
-};
-
-// Reads what Out wrote; the first read past the end, or a value out of its range, sets an error
-// and every later read returns zeros.
-class In {
- public:
-  explicit In(std::string_view data) : data_(data) {}
-  uint64_t U64() {
-    if (!error_.empty() || data_.size() < 8) return Fail("the message ends early"), 0;
-    uint64_t v = 0;
-    for (int i = 0; i < 8; ++i)
-      v |= static_cast<uint64_t>(static_cast<uint8_t>(data_[i])) << (8 * i);
-    data_.remove_prefix(8);
-    return v;
-  }
-  int64_t I64() { return static_cast<int64_t>(U64()); }
-  bool Bool() { return Below(2, "a boolean") == 1; }
-  // A count of items that each take at least `item_bytes`: never more than the message holds.
-  uint64_t Count(uint64_t item_bytes) {
-    const uint64_t n = U64();
-    if (error_.empty() && n > data_.size() / item_bytes) Fail("a count larger than the message");
-    return error_.empty() ? n : 0;
-  }
-  uint64_t Below(uint64_t bound, const char* what) {
-    const uint64_t v = U64();
-    if (error_.empty() && v >= bound) Fail(absl::StrFormat("%s out of range (%d)", what, v));
-    return error_.empty() ? v : 0;
-  }
-  std::string Str() {
-    const uint64_t n = Count(1);
-    if (!error_.empty()) return "";
-    std::string s(data_.substr(0, n));
-    data_.remove_prefix(n);
-    return s;
-  }
-  void Fail(const std::string& why) {
-    if (error_.empty()) error_ = why;
-  }
-  bool at_end() const { return data_.empty(); }
-  const std::string& error() const { return error_; }
-
- private:
-  std::string_view data_;
-  std::string error_;
-};
-
 constexpr uint64_t kFindingKinds = static_cast<uint64_t>(ReplayFindingKind::kCollectiveHang) + 1;
 constexpr uint64_t kForms = static_cast<uint64_t>(AllReduceForm::kInPlace) + 1;
 
-void PutMem(Out& o, const MemRef& m) { o.I64(m.rank).U64(m.addr).U64(m.bytes).U64(m.alloc_id); }
-MemRef GetMem(In& in) {
+void PutMem(ByteWriter& o, const MemRef& m) {
+  o.I64(m.rank).U64(m.addr).U64(m.bytes).U64(m.alloc_id);
+}
+MemRef GetMem(ByteReader& in) {
   MemRef m;
   m.rank = static_cast<int>(in.I64());
   m.addr = in.U64();
@@ -88,7 +25,7 @@ MemRef GetMem(In& in) {
   return m;
 }
 
-void PutFinding(Out& o, const ReplayFinding& f) {
+void PutFinding(ByteWriter& o, const ReplayFinding& f) {
   o.U64(static_cast<uint64_t>(f.kind)).Str(f.checker).I64(f.step_index).Str(f.step);
   o.Str(f.step_desc).Str(f.step_id).I64(f.iteration).I64(f.iterations).I64(f.rank);
   o.U64(f.storage.size());
@@ -100,7 +37,7 @@ void PutFinding(Out& o, const ReplayFinding& f) {
   for (const FindingOp& op : f.ops) o.I64(op.rank).Str(op.stream).Str(op.label).Str(op.access);
   o.I64(f.elems).I64(f.of_elems).Str(f.detail).Str(f.signature);
 }
-ReplayFinding GetFinding(In& in) {
+ReplayFinding GetFinding(ByteReader& in) {
   ReplayFinding f;
   f.kind = static_cast<ReplayFindingKind>(in.Below(kFindingKinds, "a finding kind"));
   f.checker = in.Str();
@@ -132,7 +69,7 @@ ReplayFinding GetFinding(In& in) {
   return f;
 }
 
-void PutGroup(Out& o, const FindingGroup& g) {
+void PutGroup(ByteWriter& o, const FindingGroup& g) {
   PutFinding(o, g.first);
   o.I64(g.count).U64(g.ranks.size());
   for (int r : g.ranks) o.I64(r);
@@ -140,7 +77,7 @@ void PutGroup(Out& o, const FindingGroup& g) {
   for (const auto& [a, b] : g.iteration_ranges) o.I64(a).I64(b);
   o.Bool(g.iteration_ranges_truncated);
 }
-FindingGroup GetGroup(In& in) {
+FindingGroup GetGroup(ByteReader& in) {
   FindingGroup g;
   g.first = GetFinding(in);
   g.count = in.I64();
@@ -153,11 +90,11 @@ FindingGroup GetGroup(In& in) {
   return g;
 }
 
-void PutRecord(Out& o, const AllReduceRecord& r) {
+void PutRecord(ByteWriter& o, const AllReduceRecord& r) {
   o.I64(r.step_index).Str(r.step).Str(r.input).Str(r.output).U64(static_cast<uint64_t>(r.form));
   o.I64(r.elems).U64(r.bytes).U64(r.hash).Bool(r.rank_consistent);
 }
-AllReduceRecord GetRecord(In& in) {
+AllReduceRecord GetRecord(ByteReader& in) {
   AllReduceRecord r;
   r.step_index = in.I64();
   r.step = in.Str();
@@ -172,13 +109,13 @@ AllReduceRecord GetRecord(In& in) {
 }
 
 std::string Header(const ReplayReport& r) {
-  Out o;
+  ByteWriter o;
   o.Str(r.scenario).Str(r.file).Str(r.device).Str(r.collective).Str(r.fidelity).I64(r.world);
   o.Str(r.wire).Str(r.faults).U64(r.seed).Bool(r.scheduling_seed.has_value());
   o.U64(r.scheduling_seed.value_or(0));
   return o.Take();
 }
-void GetHeader(In& in, ReplayReport& r) {
+void GetHeader(ByteReader& in, ReplayReport& r) {
   r.scenario = in.Str();
   r.file = in.Str();
   r.device = in.Str();
@@ -196,7 +133,7 @@ void GetHeader(In& in, ReplayReport& r) {
 }  // namespace
 
 std::string ReportDeltaWriter::Encode(const ReplayStepPlace& next, const ReplayReport& r) {
-  Out o;
+  ByteWriter o;
   std::string header = Header(r);
   o.Bool(header != header_sent_);
   if (header != header_sent_) o.Str(header);
@@ -230,13 +167,13 @@ std::string ReportDeltaWriter::Encode(const ReplayStepPlace& next, const ReplayR
 }
 
 absl::Status ReportDeltaReader::Apply(std::string_view message) {
-  In in(message);
+  ByteReader in(message);
   // Everything is read and checked first; the report changes only when the whole message is good.
   ReplayReport scalars;
   const bool has_header = in.Bool();
   if (has_header) {
     const std::string header = in.Str();
-    In h(header);
+    ByteReader h(header);
     GetHeader(h, scalars);
     if (!h.error().empty() || !h.at_end()) in.Fail("a malformed header");
   }

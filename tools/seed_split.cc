@@ -6,10 +6,10 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "common/core/byte_codec.h"
 #include "tools/ordered_parallel.h"
 
 #ifdef DMALAB_HAVE_MPI
@@ -41,30 +41,19 @@ int LaunchedWorld() {
   return 1;
 }
 
-void AppendWord(std::string& out, uint64_t v) { out.append(reinterpret_cast<const char*>(&v), 8); }
-
 }  // namespace
 
 std::string JoinFields(const std::vector<std::string>& fields) {
-  std::string out;
-  for (const std::string& f : fields) {
-    AppendWord(out, f.size());
-    out += f;
-  }
-  return out;
+  ByteWriter out;
+  for (const std::string& f : fields) out.Str(f);
+  return out.Take();
 }
 
 absl::StatusOr<std::vector<std::string>> SplitFields(std::string_view text) {
   std::vector<std::string> fields;
-  while (!text.empty()) {
-    uint64_t n = 0;
-    if (text.size() < 8) return absl::DataLossError("a result's field is cut short");
-    std::memcpy(&n, text.data(), 8);
-    text.remove_prefix(8);
-    if (n > text.size()) return absl::DataLossError("a result's field is cut short");
-    fields.emplace_back(text.substr(0, n));
-    text.remove_prefix(n);
-  }
+  ByteReader in(text);
+  while (!in.at_end() && in.error().empty()) fields.push_back(in.Str());
+  if (!in.error().empty()) return absl::DataLossError("a result's field is cut short");
   return fields;
 }
 
@@ -123,15 +112,15 @@ absl::Status RunSplit(int64_t n, int jobs, const std::function<std::string(int64
   const SeedSplit& s = Split();
   std::vector<int64_t> mine;
   for (int64_t k = s.rank; k < n; k += s.size) mine.push_back(k);
-  std::string buffer;  // this rank's results in job order, each length-prefixed
+  ByteWriter results;  // this rank's results in job order, each length-prefixed
   RunOrdered<std::string>(
       static_cast<int64_t>(mine.size()), jobs, [](int64_t i) { return i; },
       [&](int64_t i) { return run(mine[i]); },
       [&](int64_t, std::string& r) {
-        AppendWord(buffer, r.size());
-        buffer += r;
+        results.Str(r);
         return Consumed::kContinue;
       });
+  std::string buffer = results.Take();
   std::vector<std::string> from(s.size);  // by rank: its results
 #ifdef DMALAB_HAVE_MPI
   if (s.size > 1) {
@@ -165,18 +154,14 @@ absl::Status RunSplit(int64_t n, int jobs, const std::function<std::string(int64
   from[0] = std::move(buffer);
 #endif
   // Rank 0: each rank's results in its job order; take them in the jobs' order.
-  std::vector<std::string_view> rest(from.begin(), from.end());
+  std::vector<ByteReader> rest(from.begin(), from.end());
   for (int64_t k = 0; k < n; ++k) {
-    std::string_view& v = rest[k % s.size];
-    uint64_t len = 0;
-    if (v.size() < 8) return absl::DataLossError(absl::StrFormat("run %d's result is missing", k));
-    std::memcpy(&len, v.data(), 8);
-    v.remove_prefix(8);
-    if (len > v.size()) {
+    ByteReader& in = rest[k % s.size];
+    if (in.at_end()) return absl::DataLossError(absl::StrFormat("run %d's result is missing", k));
+    const std::string result = in.Str();
+    if (!in.error().empty()) {
       return absl::DataLossError(absl::StrFormat("run %d's result is cut short", k));
     }
-    const std::string result(v.substr(0, len));
-    v.remove_prefix(len);
     if (!consume(k, result)) break;
   }
   return absl::OkStatus();

@@ -10,7 +10,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/strip.h"
 #include "common/core/byte_size.h"
 #include "common/plugin/open_collective.h"
 #include "common/ring/ring_planner.h"
@@ -20,21 +19,13 @@
 #include "measure/sweep_report.h"
 #include "sim/sim_device.h"
 #include "sim/topology.h"
+#include "tools/command.h"
 #include "tools/host_memory.h"
 #include "tools/progress.h"
 #include "tools/rank_process.h"
 
 namespace dmalab {
 namespace {
-
-int Fail(const absl::Status& s) {
-  // The measuring library names itself ("sweep: ...") for callers that print its errors bare;
-  // here the command's own prefix says it already.
-  absl::string_view message = s.message();
-  absl::ConsumePrefix(&message, "sweep: ");
-  std::fprintf(stderr, "dmalab sweep: %s\n", std::string(message).c_str());
-  return 2;
-}
 
 absl::StatusOr<SweepOptions> ParseOptions(const SweepCommand& c) {
   SweepOptions o;
@@ -105,32 +96,42 @@ absl::Status DescribeDevices(const SweepCommand& c, const Topology& topology,
 }  // namespace
 
 int RunSweepCommand(const SweepCommand& c, const SweepNcclJsonOption& nccl) {
-  if (absl::Status s = CheckCollectiveOptions(c.run, "sweep"); !s.ok()) return Fail(s);
+  if (absl::Status s = CheckCollectiveOptions(c.run, "sweep"); !s.ok())
+    return FailUsage("sweep", s);
   if (absl::Status s = CheckCollective(c.run.collective); !s.ok()) {
-    return Fail(absl::InvalidArgumentError(absl::StrCat("--collective: ", s.message())));
+    return FailUsage("sweep",
+                     absl::InvalidArgumentError(absl::StrCat("--collective: ", s.message())));
   }
   absl::StatusOr<SweepOptions> options = ParseOptions(c);
-  if (!options.ok()) return Fail(options.status());
+  if (!options.ok()) return FailUsage("sweep", options.status());
   if (c.ranks < kMinWorld || c.ranks > kMaxWorld) {
-    return Fail(absl::InvalidArgumentError(
-        absl::StrFormat("--ranks is %d; must be in [%d, %d]", c.ranks, kMinWorld, kMaxWorld)));
+    return FailUsage(
+        "sweep", absl::InvalidArgumentError(absl::StrFormat("--ranks is %d; must be in [%d, %d]",
+                                                            c.ranks, kMinWorld, kMaxWorld)));
   }
   if (c.procs > 0) {
     if (c.backend != "hw") {
-      return Fail(absl::InvalidArgumentError(absl::StrFormat(
-          "--procs=%d needs --backend=hw: it runs one process per GPU rank", c.procs)));
+      return FailUsage(
+          "sweep",
+          absl::InvalidArgumentError(absl::StrFormat(
+              "--procs=%d needs --backend=hw: it runs one process per GPU rank", c.procs)));
     }
     if (c.procs != c.ranks) {
-      return Fail(absl::InvalidArgumentError(absl::StrFormat(
-          "--procs is %d and --ranks %d; --procs starts one process per rank", c.procs, c.ranks)));
+      return FailUsage(
+          "sweep", absl::InvalidArgumentError(absl::StrFormat(
+                       "--procs is %d and --ranks %d; --procs starts one process per rank", c.procs,
+                       c.ranks)));
     }
     if (c.graph != 0) {
-      return Fail(absl::InvalidArgumentError(
-          "--procs with -G 1: graphs are captured in one process; each rank process captures "
-          "only its own work (drop -G or --procs)"));
+      return FailUsage(
+          "sweep",
+          absl::InvalidArgumentError(
+              "--procs with -G 1: graphs are captured in one process; each rank process captures "
+              "only its own work (drop -G or --procs)"));
     }
     if (!InRankProcess()) {
-      if (absl::Status s = CheckProcsCollective(c.run.collective); !s.ok()) return Fail(s);
+      if (absl::Status s = CheckProcsCollective(c.run.collective); !s.ok())
+        return FailUsage("sweep", s);
       return LaunchRankProcesses("sweep", c.procs);
     }
   }
@@ -145,35 +146,39 @@ int RunSweepCommand(const SweepCommand& c, const SweepNcclJsonOption& nccl) {
   DeviceClock clock;
   SimDevice* sim = nullptr;
   absl::StatusOr<Fidelity> fidelity = ParseFidelity(c.fidelity);
-  if (!fidelity.ok()) return Fail(fidelity.status());
+  if (!fidelity.ok()) return FailUsage("sweep", fidelity.status());
   if (*fidelity == Fidelity::kShadow && c.backend != "sim") {
-    return Fail(absl::InvalidArgumentError(absl::StrFormat(
-        "--fidelity=shadow needs --backend=sim; --backend is '%s', which holds values",
-        c.backend)));
+    return FailUsage(
+        "sweep", absl::InvalidArgumentError(absl::StrFormat(
+                     "--fidelity=shadow needs --backend=sim; --backend is '%s', which holds values",
+                     c.backend)));
   }
   if (c.backend == "sim") {
     if (c.topology.empty()) {
-      return Fail(absl::InvalidArgumentError(
-          "--backend=sim needs --topology=FILE (e.g. scenarios/topologies/h200_virtual_ranks.yaml)"
-          ": the timing model predicts the times"));
+      return FailUsage("sweep",
+                       absl::InvalidArgumentError("--backend=sim needs --topology=FILE (e.g. "
+                                                  "scenarios/topologies/h200_virtual_ranks.yaml)"
+                                                  ": the timing model predicts the times"));
     }
     // The simulator holds every rank's buffers in this process: refuse a sweep that cannot fit
     // rather than die in the allocator (the shadow fidelity holds no payload).
     if (*fidelity == Fidelity::kValues) {
       absl::StatusOr<uint64_t> need = SweepMemoryBytes(*options, c.ranks);
-      if (!need.ok()) return Fail(need.status());
+      if (!need.ok()) return FailUsage("sweep", need.status());
       if (const MemoryLimit limit = AvailableMemory(); *need > limit.bytes) {
-        return Fail(absl::ResourceExhaustedError(absl::StrFormat(
-            "the largest size (-e %s) needs about %s of memory, more than the %s; use a smaller "
-            "-e, fewer --ranks, or --fidelity=shadow (times only, no payload)",
-            DescribeByteSize(c.e), BytesText(*need), LimitText(limit))));
+        return FailUsage("sweep",
+                         absl::ResourceExhaustedError(absl::StrFormat(
+                             "the largest size (-e %s) needs about %s of memory, more than the %s; "
+                             "use a smaller "
+                             "-e, fewer --ranks, or --fidelity=shadow (times only, no payload)",
+                             DescribeByteSize(c.e), BytesText(*need), LimitText(limit))));
       }
     }
     absl::StatusOr<Topology> loaded = LoadTopologyFile(c.topology);
-    if (!loaded.ok()) return Fail(loaded.status());
+    if (!loaded.ok()) return FailUsage("sweep", loaded.status());
     topology = *std::move(loaded);
     auto owned = std::make_unique<SimDevice>(c.ranks, c.seed, *fidelity);
-    if (absl::Status s = owned->SetTopology(&topology); !s.ok()) return Fail(s);
+    if (absl::Status s = owned->SetTopology(&topology); !s.ok()) return FailUsage("sweep", s);
     sim = owned.get();
     clock = [sim] { return sim->now_us(); };
     device = std::move(owned);
@@ -182,28 +187,28 @@ int RunSweepCommand(const SweepCommand& c, const SweepNcclJsonOption& nccl) {
     RankProcessDevice::Options o;
     o.world = c.ranks;
     absl::StatusOr<std::unique_ptr<RankProcessDevice>> rank = RankProcessDevice::Create(o);
-    if (!rank.ok()) return Fail(rank.status());
+    if (!rank.ok()) return FailUsage("sweep", rank.status());
     rank_process = *std::move(rank);
     options->spmd_process = rank_process->process();
     clock = WallClock();  // rank 0's, across the barrier of every Synchronize
   } else if (c.backend == "hw") {
     absl::StatusOr<std::unique_ptr<Device>> hw = CreateHwDevice(c.ranks, c.gpus);
-    if (!hw.ok()) return Fail(hw.status());
+    if (!hw.ok()) return FailUsage("sweep", hw.status());
     device = *std::move(hw);
     clock = WallClock();
   } else {
-    return Fail(absl::InvalidArgumentError(
-        absl::StrFormat("--backend is '%s'; allowed sim, hw", c.backend)));
+    return FailUsage("sweep", absl::InvalidArgumentError(absl::StrFormat(
+                                  "--backend is '%s'; allowed sim, hw", c.backend)));
   }
   Device* dev = rank_process != nullptr ? rank_process->get() : device.get();
   context.device = dev->name();
   context.gpus = c.backend == "sim" ? topology.gpus : c.gpus;
   context.args = nccl.args;
   context.start_time = LocalTime();
-  if (absl::Status s = DescribeDevices(c, topology, context); !s.ok()) return Fail(s);
+  if (absl::Status s = DescribeDevices(c, topology, context); !s.ok()) return FailUsage("sweep", s);
 
   // Refusals before the table header, so that a refused sweep prints nothing on stdout.
-  if (absl::Status s = CheckSweepOptions(*options, *dev); !s.ok()) return Fail(s);
+  if (absl::Status s = CheckSweepOptions(*options, *dev); !s.ok()) return FailUsage("sweep", s);
   std::fputs(SweepTableHeader(context).c_str(), stdout);
   std::fflush(stdout);
   Progress progress("sweep", "sizes", ProgressWanted(c.run.quiet));
@@ -226,15 +231,17 @@ int RunSweepCommand(const SweepCommand& c, const SweepNcclJsonOption& nccl) {
     std::printf("# %s\n# status=FAIL\n", std::string(rows.status().message()).c_str());
     return 1;
   }
-  if (!rows.ok()) return Fail(rows.status());
+  if (!rows.ok()) return FailUsage("sweep", rows.status());
   // A time that is not a finite positive number has no bandwidth: never printed as inf or nan,
   // nor written into JSON (the topology's bounds keep the timing model's times finite).
   for (const SweepRow& r : *rows) {
     for (double us : {r.out_of_place.time_us, r.in_place.time_us, r.sol_us}) {
       if (!std::isfinite(us) || us <= 0) {
-        return Fail(absl::InternalError(absl::StrFormat(
-            "the time measured at %s is %g us, not a finite positive number; no row is written",
-            DescribeByteSize(r.bytes), us)));
+        return FailUsage(
+            "sweep",
+            absl::InternalError(absl::StrFormat(
+                "the time measured at %s is %g us, not a finite positive number; no row is written",
+                DescribeByteSize(r.bytes), us)));
       }
     }
   }
@@ -265,7 +272,7 @@ int RunSweepCommand(const SweepCommand& c, const SweepNcclJsonOption& nccl) {
         OutputFile{"-J", nccl.path, SweepNcclJson}}) {
     if (out.path.empty() || !IsLeadProcess()) continue;
     if (absl::Status s = WriteTextFile(out.path, out.format(context, *rows)); !s.ok()) {
-      return Fail(absl::Status(s.code(), absl::StrCat(out.flag, ": ", s.message())));
+      return FailUsage("sweep", absl::Status(s.code(), absl::StrCat(out.flag, ": ", s.message())));
     }
   }
   std::printf("# status=%s\n", failed ? "FAIL" : "PASS");

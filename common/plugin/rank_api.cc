@@ -308,6 +308,7 @@ int32_t ApiIpcOpenMemHandleAt(void* ctx, const dmalab_ipc_mem_handle* handle,
   std::memcpy(h.bytes.data(), handle->bytes, DMALAB_IPC_HANDLE_BYTES);
   absl::StatusOr<MemRef> m = self->device()->OpenMemoryAt(self->rank(), h, *at);
   if (!m.ok()) return self->Done(m.status());
+  self->Handed(*m);  // as ipc_open_mem_handle: ranges inside it resolve to the mapping
   self->mappings[m->addr] = absl::StrFormat("[0x%x, 0x%x) in a reserved range", m->addr, m->end());
   *mapping = MemToAbi(*m);
   return DMALAB_OK;

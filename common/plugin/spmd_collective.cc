@@ -2,12 +2,12 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/core/byte_codec.h"
 #include "common/core/status_macros.h"
 #include "common/plugin/abi_convert.h"
 
@@ -253,54 +253,17 @@ absl::Status SpmdCollective::OnEveryRank(std::string_view what,
   return absl::OkStatus();
 }
 
-namespace {
-
-// What a rank process contributes to Agree: its status, then its new findings.
-void PutU32(std::string& out, uint32_t v) { out.append(reinterpret_cast<const char*>(&v), 4); }
-void PutText(std::string& out, std::string_view text) {
-  PutU32(out, static_cast<uint32_t>(text.size()));
-  out.append(text);
-}
-
-struct Reader {
-  absl::Span<const uint8_t> in;
-  bool ok = true;
-  uint32_t U32() {
-    uint32_t v = 0;
-    if (in.size() < 4) {
-      ok = false;
-      return 0;
-    }
-    std::memcpy(&v, in.data(), 4);
-    in.remove_prefix(4);
-    return v;
-  }
-  std::string Text() {
-    const uint32_t n = U32();
-    if (!ok || in.size() < n) {
-      ok = false;
-      return {};
-    }
-    std::string t(reinterpret_cast<const char*>(in.data()), n);
-    in.remove_prefix(n);
-    return t;
-  }
-};
-
-}  // namespace
-
 absl::Status SpmdCollective::Agree(absl::Status local, std::string_view what) {
   if (process_ == nullptr) return local;
-  std::string blob;
-  PutU32(blob, static_cast<uint32_t>(local.code()));
-  PutText(blob, std::string(local.message()));
-  PutU32(blob, static_cast<uint32_t>(findings_.findings.size() - agreed_));
+  // What this rank contributes: its status, then its findings since the last agreement.
+  ByteWriter out;
+  out.U64(static_cast<uint64_t>(local.code())).Str(std::string(local.message()));
+  out.U64(findings_.findings.size() - agreed_);
   for (size_t i = agreed_; i < findings_.findings.size(); ++i) {
     const DeviceFinding& f = findings_.findings[i];
-    PutText(blob, f.checker);
-    PutU32(blob, static_cast<uint32_t>(f.rank));
-    PutText(blob, f.detail);
+    out.Str(f.checker).I64(f.rank).Str(f.detail);
   }
+  std::string blob = out.Take();
   const int world = device_->world_size();
   const int me = process_->rank();
   Bootstrap* b = process_->bootstrap();
@@ -334,21 +297,21 @@ absl::Status SpmdCollective::Agree(absl::Status local, std::string_view what) {
   findings_.findings.resize(agreed_);
   absl::Status first;
   for (int r = 0; r < world; ++r) {
-    Reader in{absl::MakeConstSpan(all).subspan(most * r, sizes[r])};
-    const auto code = static_cast<absl::StatusCode>(in.U32());
-    const std::string message = in.Text();
+    ByteReader in(std::string_view(reinterpret_cast<const char*>(all.data()) + most * r, sizes[r]));
+    const auto code = static_cast<absl::StatusCode>(in.U64());
+    const std::string message = in.Str();
     if (first.ok() && code != absl::StatusCode::kOk) first = absl::Status(code, message);
-    const uint32_t n = in.U32();
-    for (uint32_t i = 0; i < n && in.ok; ++i) {
+    // A finding takes at least its three fields' 24 bytes.
+    for (uint64_t n = in.Count(24), i = 0; i < n; ++i) {
       DeviceFinding f;
-      f.checker = in.Text();
-      f.rank = static_cast<int32_t>(in.U32());
-      f.detail = in.Text();
-      if (in.ok) findings_.findings.push_back(std::move(f));
+      f.checker = in.Str();
+      f.rank = static_cast<int32_t>(in.I64());
+      f.detail = in.Str();
+      if (in.error().empty()) findings_.findings.push_back(std::move(f));
     }
-    if (!in.ok && first.ok()) {
-      first = absl::DataLossError(absl::StrFormat(
-          "plugin '%s' %s: rank %d's outcome arrived cut short", plugin_->name, what, r));
+    if (!in.error().empty() && first.ok()) {
+      first = absl::DataLossError(absl::StrFormat("plugin '%s' %s: rank %d's outcome: %s",
+                                                  plugin_->name, what, r, in.error()));
     }
   }
   agreed_ = findings_.findings.size();
