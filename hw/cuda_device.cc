@@ -566,4 +566,67 @@ absl::Status CudaDevice::Read(const MemRef& src, absl::Span<uint8_t> bytes) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<bool> CudaDevice::RankIdle(int rank) {
+  DMALAB_HW_RETURN_IF_ERROR(RefuseDuringCapture("synchronize"));
+  if (rank < 0 || rank >= world_size()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("rank %d is outside the world of %d ranks", rank, world_size()));
+  }
+  for (const Stream& s : streams_) {
+    if (s.rank != rank || s.stream == nullptr) continue;
+    DMALAB_HW_RETURN_IF_ERROR(UseGpu(s.gpu));
+    const cudaError_t e = cudaStreamQuery(s.stream);
+    if (e == cudaErrorNotReady) return false;
+    DMALAB_CUDA_RETURN_IF_ERROR(e, "query rank %d stream '%s'", s.rank, s.name);
+  }
+  DMALAB_HW_RETURN_IF_ERROR(wait_log_->TakeFailures(
+      [this](int32_t id) {
+        return id >= 0 && id < static_cast<int32_t>(streams_.size()) ? streams_[id].name
+                                                                     : std::string("?");
+      },
+      options_.flag_wait_timeout_ns));
+  return true;
+}
+
+absl::Status CudaDevice::CopyRank(const MemRef& mem, void* host, size_t n, bool to_device,
+                                  std::string_view what) {
+  DMALAB_HW_RETURN_IF_ERROR(RefuseDuringCapture(what));
+  if (n != mem.bytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: the range is %d bytes, the host buffer %d; must be equal", what, mem.bytes, n));
+  }
+  DMALAB_HW_RETURN_IF_ERROR(CheckLive(mem, {what, "", to_device ? "dst" : "src"}));
+  if (n == 0) return absl::OkStatus();
+  // On one of the rank's own (non-blocking) streams, waited for alone: a device-wide
+  // synchronization would wait for the other ranks' flag waits too.
+  const Stream* own = nullptr;
+  for (const Stream& s : streams_) {
+    if (s.rank == mem.rank && s.stream != nullptr) {
+      own = &s;
+      break;
+    }
+  }
+  if (own == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("%s: rank %d has no stream to copy on", what, mem.rank));
+  }
+  DMALAB_HW_RETURN_IF_ERROR(UseGpu(own->gpu));
+  void* dst = to_device ? Ptr(mem) : host;
+  const void* src = to_device ? static_cast<const void*>(host) : Ptr(mem);
+  DMALAB_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, own->stream),
+                              "%s %d bytes of rank %d", what, n, mem.rank);
+  DMALAB_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(own->stream),
+                              "%s %d bytes of rank %d: complete", what, n, mem.rank);
+  return absl::OkStatus();
+}
+
+absl::Status CudaDevice::WriteRank(const MemRef& dst, absl::Span<const uint8_t> bytes) {
+  return CopyRank(dst, const_cast<uint8_t*>(bytes.data()), bytes.size(), /*to_device=*/true,
+                  "write");
+}
+
+absl::Status CudaDevice::ReadRank(const MemRef& src, absl::Span<uint8_t> bytes) {
+  return CopyRank(src, bytes.data(), bytes.size(), /*to_device=*/false, "read");
+}
+
 }  // namespace dmalab

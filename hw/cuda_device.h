@@ -102,6 +102,11 @@ class CudaDevice : public Device {
   absl::Status Synchronize() override;
   absl::Status Write(const MemRef& dst, absl::Span<const uint8_t> bytes) override;
   absl::Status Read(const MemRef& src, absl::Span<uint8_t> bytes) override;
+  // One rank's host thread of an in-process SPMD collective: its streams alone are queried or
+  // waited for, since the other ranks' work may wait for what this thread has yet to enqueue.
+  absl::StatusOr<bool> RankIdle(int rank) override;
+  absl::Status WriteRank(const MemRef& dst, absl::Span<const uint8_t> bytes) override;
+  absl::Status ReadRank(const MemRef& src, absl::Span<uint8_t> bytes) override;
 
   bool IsCapturing(StreamId stream) const override;
 
@@ -231,6 +236,10 @@ class CudaDevice : public Device {
   absl::Status LaunchWait(const Stream& s, StreamId stream, kernels::WaitFlagArgs args,
                           std::string_view what, std::string_view label);
   absl::Status RefuseDuringCapture(std::string_view what) const;
+  // WriteRank and ReadRank: n bytes between `host` and `mem`, on and waiting for one of mem's
+  // rank's streams only.
+  absl::Status CopyRank(const MemRef& mem, void* host, size_t n, bool to_device,
+                        std::string_view what);
   // Reduce with at least one block-coded operand; the arguments are validated and the stream's
   // GPU is current.
   absl::Status ReduceBlockCoded(const Stream& stream, const Operand& dst,

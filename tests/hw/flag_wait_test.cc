@@ -70,6 +70,40 @@ TEST(FlagWaitTest, WaitEnqueuedBeforeItsSignalSeesThePayloadOfEveryRound) {
   }
 }
 
+// An in-process SPMD collective's rank threads: while rank 0 waits for a flag that rank 1's host
+// thread has yet to signal, rank 1 is idle and its host copies go through without waiting for
+// rank 0 (a device-wide wait here would only end at the flag wait's timeout).
+TEST(FlagWaitTest, ARankWaitingForAPeerDoesNotBlockThePeersHostAccess) {
+  DMALAB_CUDA_DEVICE_OR_SKIP(device, 2, 1);
+  FlagWords w0 = MakeFlagWords(*device, 0);
+  FlagWords w1 = MakeFlagWords(*device, 1);
+  StreamId flag0 = *device->CreateStream(0, StreamKind::kFlag, "flag");
+  StreamId flag1 = *device->CreateStream(1, StreamKind::kFlag, "flag");
+  MemRef data = *device->Allocate(1, 64, "data");
+  ASSERT_TRUE(device->WaitFlag(flag0, w0.expected, w0.flag, "barrier wait").ok());
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<bool> idle0 = device->RankIdle(0);
+  ASSERT_TRUE(idle0.ok()) << idle0.status();
+  EXPECT_FALSE(*idle0);
+  absl::StatusOr<bool> idle1 = device->RankIdle(1);
+  ASSERT_TRUE(idle1.ok()) << idle1.status();
+  EXPECT_TRUE(*idle1);
+  std::vector<uint8_t> bytes(64);
+  for (int i = 0; i < 64; ++i) bytes[i] = static_cast<uint8_t>(3 * i + 1);
+  ASSERT_TRUE(device->WriteRank(data, bytes).ok());
+  std::vector<uint8_t> back(64, 0);
+  ASSERT_TRUE(device->ReadRank(data, absl::MakeSpan(back)).ok());
+  EXPECT_EQ(back, bytes);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5.0);
+  // Rank 1's host thread signals; rank 0's wait completes.
+  ASSERT_TRUE(device->SignalFlag(flag1, w1.counter, w0.flag, "barrier signal").ok());
+  const absl::Status s = device->Synchronize();
+  ASSERT_TRUE(s.ok()) << s;
+  absl::StatusOr<bool> idle0_after = device->RankIdle(0);
+  ASSERT_TRUE(idle0_after.ok()) << idle0_after.status();
+  EXPECT_TRUE(*idle0_after);
+}
+
 TEST(FlagWaitTest, WaitThatIsNeverSignalledFailsWithRankLabelAndFlagValue) {
   CudaDeviceOptions options;
   options.flag_wait_timeout_ns = 200'000'000;  // 200 ms
