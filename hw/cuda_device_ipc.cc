@@ -112,6 +112,11 @@ absl::Status CudaDevice::CloseMemory(const MemRef& mapping) {
         absl::StrFormat("ipc close: 0x%x on rank %d is not a mapping OpenMemory returned",
                         mapping.addr, mapping.rank));
   }
+  if (!it->second.open) {
+    // Two opens of one handle share an address (one segment, counted): a plugin closing that
+    // address twice closes them one after the other.
+    if (const uint64_t alias = OpenAlias(it->second); alias != 0) it = mappings_.find(alias);
+  }
   Mapping& m = it->second;
   if (!m.open) {
     return absl::InvalidArgumentError(
@@ -178,7 +183,7 @@ absl::Status CudaDevice::CheckMapping(const MemRef& mem, const OperandName& name
         name.ToString(), mem.addr, mem.bytes, mem.rank, mem.via_mapping));
   }
   const Mapping& m = it->second;
-  if (!m.open) {
+  if (!m.open && OpenAlias(m) == 0) {
     return absl::DataLossError(absl::StrFormat(
         "%s: [0x%x, +%d) on rank %d goes through IPC mapping %d, which was closed (use after "
         "close)",
@@ -190,6 +195,16 @@ absl::Status CudaDevice::CheckMapping(const MemRef& mem, const OperandName& name
         name.ToString(), mem.addr, mem.bytes, mem.rank, mem.via_mapping, m.addr, m.bytes, m.rank));
   }
   return absl::OkStatus();
+}
+
+uint64_t CudaDevice::OpenAlias(const Mapping& closed) const {
+  for (const auto& [number, m] : mappings_) {
+    if (m.open && m.rank == closed.rank && m.addr == closed.addr && m.bytes == closed.bytes &&
+        m.segment == closed.segment) {
+      return number;
+    }
+  }
+  return 0;
 }
 
 void CudaDevice::CloseAllMappings() {

@@ -268,7 +268,7 @@ int32_t ApiIpcOpenMemHandle(void* ctx, const dmalab_ipc_mem_handle* handle, dmal
   absl::StatusOr<MemRef> m = self->device()->OpenMemory(self->rank(), h);
   if (!m.ok()) return self->Done(m.status());
   self->Handed(*m);  // ranges inside it resolve to the mapping
-  self->mappings[m->addr] = absl::StrFormat("[0x%x, 0x%x)", m->addr, m->end());
+  self->mappings.emplace(m->addr, absl::StrFormat("[0x%x, 0x%x)", m->addr, m->end()));
   *mapping = MemToAbi(*m);
   return DMALAB_OK;
 }
@@ -280,7 +280,7 @@ int32_t ApiIpcCloseMemHandle(void* ctx, const dmalab_mem* mapping) {
   absl::StatusOr<MemRef> m = self->FromPlugin(mapping, "ipc_close_mem_handle");
   if (!m.ok()) return self->Done(m.status());
   if (absl::Status s = self->device()->CloseMemory(*m); !s.ok()) return self->Done(s);
-  self->mappings.erase(m->addr);
+  if (auto it = self->mappings.find(m->addr); it != self->mappings.end()) self->mappings.erase(it);
   return DMALAB_OK;
 }
 
@@ -309,7 +309,8 @@ int32_t ApiIpcOpenMemHandleAt(void* ctx, const dmalab_ipc_mem_handle* handle,
   absl::StatusOr<MemRef> m = self->device()->OpenMemoryAt(self->rank(), h, *at);
   if (!m.ok()) return self->Done(m.status());
   self->Handed(*m);  // as ipc_open_mem_handle: ranges inside it resolve to the mapping
-  self->mappings[m->addr] = absl::StrFormat("[0x%x, 0x%x) in a reserved range", m->addr, m->end());
+  self->mappings.emplace(m->addr,
+                         absl::StrFormat("[0x%x, 0x%x) in a reserved range", m->addr, m->end()));
   *mapping = MemToAbi(*m);
   return DMALAB_OK;
 }
@@ -501,7 +502,7 @@ HeldResources RankApi::held() const {
 
 std::string RankApi::DescribeHeld() const {
   std::vector<std::string> parts;
-  auto list = [](const std::map<uint64_t, std::string>& m) {
+  auto list = [](const auto& m) {
     std::vector<std::string> v;
     for (const auto& [addr, text] : m) v.push_back(text);
     return absl::StrJoin(v, ", ");

@@ -73,9 +73,10 @@ class RankApi {
   absl::Status CheckStream(dmalab_stream s, std::string_view what) const;
   absl::Status CheckEvent(dmalab_event e, std::string_view what) const;
 
-  // The books: start address -> "'tag' (bytes)" (allocations) or a description (mappings).
+  // The books: start address -> "'tag' (bytes)" (allocations) or a description (mappings; a
+  // device may place two mappings of one handle at one address, as CUDA does in one process).
   std::map<uint64_t, std::string> allocations;
-  std::map<uint64_t, std::string> mappings;
+  std::multimap<uint64_t, std::string> mappings;
   std::map<uint64_t, std::string> reservations;  // reserved address ranges, not released
   std::set<int32_t> streams;                     // created, not destroyed
   std::set<int32_t> events;                      // created or opened, not destroyed

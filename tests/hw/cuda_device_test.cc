@@ -213,4 +213,34 @@ TEST(CudaDeviceTest, AnIpcMappingReachesThePeersBytesUntilItIsClosed) {
 }
 
 }  // namespace
+// One process maps a handle once: two opens of it share an address. A plugin, which knows the
+// mapping by its address only, closes that address twice; the first close leaves the second
+// mapping usable, the second closes it, a third is refused.
+TEST(CudaDeviceTest, TwoOpensOfOneHandleShareAnAddressAndCloseOneAfterTheOther) {
+  DMALAB_CUDA_DEVICE_OR_SKIP(device, 2, 1);
+  ASSERT_TRUE(device->SupportsIpc());
+  const MemRef peer = *device->Allocate(1, 4096, "peer");
+  const MemRef mine = *device->Allocate(0, 4096, "mine");
+  const IpcHandle h = *device->ExportMemory(peer);
+  const MemRef first = *device->OpenMemory(0, h);
+  const MemRef second = *device->OpenMemory(0, h);
+  EXPECT_EQ(first.addr, second.addr);
+  EXPECT_NE(first.via_mapping, second.via_mapping);
+  EXPECT_EQ(device->open_mappings(), 2);
+  // By address, as a plugin hands it back: the newest mapping's number.
+  ASSERT_TRUE(device->CloseMemory(second).ok());
+  EXPECT_EQ(device->open_mappings(), 1);
+  const StreamId s = device->ComputeStream(0);
+  const absl::Status still = device->Copy(s, mine, second, "through the other open mapping");
+  EXPECT_TRUE(still.ok()) << still;
+  ASSERT_TRUE(device->CloseMemory(second).ok());
+  EXPECT_EQ(device->open_mappings(), 0);
+  const absl::Status third = device->CloseMemory(second);
+  EXPECT_TRUE(absl::IsInvalidArgument(third)) << third;
+  EXPECT_NE(third.message().find("closed already"), std::string::npos) << third;
+  const absl::Status after = device->Copy(s, mine, first, "after both closed");
+  EXPECT_TRUE(absl::IsDataLoss(after)) << after;
+  ASSERT_TRUE(device->Synchronize().ok());
+}
+
 }  // namespace dmalab
