@@ -76,6 +76,17 @@ KnownValues KnownValues::AllReduce(const KnownValues& in, int world, DType dtype
   return k;
 }
 
+KnownValues KnownValues::Select(const KnownValues& old, const KnownValues& updated,
+                                const std::vector<bool>& take) {
+  KnownValues k;
+  k.bound_ = std::max(old.bound_, updated.bound_);
+  if (!old.exact() || !updated.exact()) return k;
+  for (size_t r = 0; r < take.size(); ++r) {
+    k.ranks_.push_back(take[r] ? updated.ranks_[r] : old.ranks_[r]);
+  }
+  return k;
+}
+
 void KnownValues::Exact(int rank, absl::Span<int64_t> acc) const {
   std::fill(acc.begin(), acc.end(), 0);
   for (const auto& [fill, coeff] : *ranks_[rank]) {

@@ -51,6 +51,10 @@ class KnownValues {
   // carries the dtype itself (no compression).
   static KnownValues AllReduce(const KnownValues& in, int world, DType dtype, bool exact_wire);
 
+  // Rank r's values from `updated` where take[r], from `old` elsewhere (a step on some ranks).
+  static KnownValues Select(const KnownValues& old, const KnownValues& updated,
+                            const std::vector<bool>& take);
+
   // Every element of every rank is at most this in magnitude (infinity: not known).
   double bound() const { return bound_; }
   // Every rank's exact value is known.

@@ -60,6 +60,9 @@ struct LiveTensor {
   const TensorDecl* decl = nullptr;
   std::vector<TensorView> views;
   std::vector<MemRef> allocations;
+  // The ranks it is live on: all, unless a step with `ranks:` freed it on some (their views and
+  // allocations are then empty) or made it live on some only.
+  std::vector<bool> on;
   std::string origin;  // the step that made it live
   KnownValues known;   // what its values are, as far as the steps say (known_values.h)
 };
@@ -216,14 +219,22 @@ class Replayer {
   // aliased or wrong): later checks must not blame its readers.
   void Forget(const std::string& name);
   // `name` by value: callers pass keys of live_, which Release erases (fuzzer-found).
-  void Release(std::string name, bool at_end);
+  // `ranks` (ascending) empty: every rank it is live on.
+  void Release(std::string name, bool at_end, const std::vector<int>& ranks = {});
   absl::Status VerifyRetained();
   absl::Status CheckBounds() const;
   void CheckAliases();
   void EndRetention(const std::string& name);
   void PollDeviceFindings();
 
-  absl::StatusOr<LiveTensor> Allocate(const TensorDecl& decl);
+  // The ranks `step` runs on, as a mask over the world.
+  std::vector<bool> OnRanks(const Step& step) const {
+    std::vector<bool> on(s_.world);
+    for (int r = 0; r < s_.world; ++r) on[r] = step.OnRank(r);
+    return on;
+  }
+  // Makes `name` live on the ranks `step` runs on where it is not yet.
+  absl::Status MakeLive(const std::string& name, const Step& step);
   absl::Status ReadInto(const TensorView& view, Contents* out);
   int64_t CountChanged(const Contents& a, const Contents& b, DType dtype, int64_t* first) const;
   // "first at N: 1 -> 2" (values) or "first at N" (shadow) for a finding's detail.
@@ -294,7 +305,7 @@ class MemoryWalk {
           retained_.erase(step.tensor);
           break;
         case StepKind::kRelease:
-          live_.erase(step.tensor);
+          if (step.ranks.empty()) live_.erase(step.tensor);  // else: counted until fully freed
           retained_.erase(step.tensor);
           break;
         case StepKind::kRepeat:
@@ -393,6 +404,8 @@ absl::StatusOr<ReplayReport> Replayer::RunSteps() {
   Observe({0, "end of scenario", "end of scenario", "end", 0, 0}, r_);
   if (o_.inspect_at_end && device_failure_.ok()) {
     for (const auto& [name, t] : live_) {
+      // A tensor that a step with ranks: left live on some ranks only is not inspected.
+      if (std::find(t.on.begin(), t.on.end(), false) != t.on.end()) continue;
       if (absl::Status st = o_.inspect_at_end(name, t.views); !st.ok()) return st;
     }
   }
@@ -490,7 +503,7 @@ absl::Status Replayer::One(const Step& step) {
       EndRetention(step.tensor);
       return absl::OkStatus();
     case StepKind::kRelease:
-      Release(step.tensor, /*at_end=*/false);
+      Release(step.tensor, /*at_end=*/false, step.ranks);
       return absl::OkStatus();
     case StepKind::kExpectUnchanged:
       // VerifyRetained runs after every step; this step asks for nothing more.
@@ -576,17 +589,28 @@ absl::Status Replayer::LaunchGraph(const Step& step) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<LiveTensor> Replayer::Allocate(const TensorDecl& decl) {
-  LiveTensor t;
-  t.decl = &decl;
-  t.origin = step_text_;
+absl::Status Replayer::MakeLive(const std::string& name, const Step& step) {
+  auto it = live_.find(name);
+  if (it == live_.end()) {
+    LiveTensor t;
+    t.decl = s_.FindTensor(name);
+    t.origin = step_text_;
+    t.views.resize(s_.world);
+    t.allocations.resize(s_.world);
+    t.on.assign(s_.world, false);
+    it = live_.emplace(name, std::move(t)).first;
+  }
+  LiveTensor& t = it->second;
+  const TensorDecl& decl = *t.decl;
   for (int rank = 0; rank < s_.world; ++rank) {
+    if (t.on[rank] || !step.OnRank(rank)) continue;
     auto mem = d_->Allocate(rank, decl.bytes(), decl.name);
     if (!mem.ok()) return Failed(mem.status());
-    t.allocations.push_back(*mem);
-    t.views.push_back(TensorView{mem->Slice(0, decl.bytes()), decl.dtype, decl.shape, true});
+    t.allocations[rank] = *mem;
+    t.views[rank] = TensorView{mem->Slice(0, decl.bytes()), decl.dtype, decl.shape, true};
+    t.on[rank] = true;
   }
-  return t;
+  return absl::OkStatus();
 }
 
 absl::Status Replayer::ReadInto(const TensorView& view, Contents* out) {
@@ -618,20 +642,19 @@ std::string Replayer::FirstChange(const Contents& was, const Contents& now, DTyp
 
 absl::Status Replayer::Fill(const Step& step) {
   const TensorDecl& decl = *s_.FindTensor(step.tensor);
-  if (live_.count(step.tensor) == 0) {
-    auto t = Allocate(decl);
-    if (!t.ok()) return t.status();
-    live_[step.tensor] = *std::move(t);
-  }
+  if (absl::Status s = MakeLive(step.tensor, step); !s.ok()) return s;
   std::vector<int64_t> its;
   for (auto [i, n] : iterations_) its.push_back(i);
   const uint64_t step_seed = FillStepSeed(step.seed, its);
   std::vector<uint64_t> keys;
   for (int rank = 0; rank < s_.world; ++rank) keys.push_back(FillKey(seed_, step_seed, rank));
-  live_[step.tensor].known = KnownValues::Fill(step.fill_kind, step.lo, step.hi, keys);
+  LiveTensor& t = live_.at(step.tensor);
+  KnownValues filled = KnownValues::Fill(step.fill_kind, step.lo, step.hi, keys);
+  t.known = step.ranks.empty() ? std::move(filled) : KnownValues::Select(t.known, filled, OnRanks(step));
   for (int rank = 0; rank < s_.world; ++rank) {
+    if (!step.OnRank(rank)) continue;
     const uint64_t key = keys[rank];
-    const TensorView& v = live_[step.tensor].views[rank];
+    const TensorView& v = t.views[rank];
     const MemRef mem = v.mem.Slice(0, v.bytes());
     if (!values_) {
       // The fill's contents are a function of exactly these parameters (common/scenario/fill.h).
@@ -681,6 +704,7 @@ absl::Status Replayer::AllReduce(const Step& step) {
     t.origin = step_text_;
     t.views = *outs;
     for (const TensorView& v : t.views) t.allocations.push_back(v.mem);
+    t.on.assign(t.views.size(), true);
     live_[step.result] = std::move(t);
     rec.output = step.result;
   } else {
@@ -881,21 +905,19 @@ absl::Status Replayer::CheckOutput(AllReduceRecord rec, LiveTensor& out) {
 }
 
 absl::Status Replayer::Add(const Step& step) {
-  if (live_.count(step.dst) == 0) {
-    auto t = Allocate(*s_.FindTensor(step.dst));
-    if (!t.ok()) return t.status();
-    live_[step.dst] = *std::move(t);
-  }
+  if (absl::Status s = MakeLive(step.dst, step); !s.ok()) return s;
   LiveTensor& dst = live_.at(step.dst);
   const LiveTensor& a = live_.at(step.a);
   const LiveTensor& b = live_.at(step.b);
   if (capturing_ != nullptr) {
     RecordEffect(step, {step.a, step.b, step.dst});
   } else {
-    dst.known = KnownAfter(step);
+    dst.known = step.ranks.empty() ? KnownAfter(step)
+                                   : KnownValues::Select(dst.known, KnownAfter(step), OnRanks(step));
   }
   const std::string label = step.label.empty() ? "add" : step.label;
   for (int rank = 0; rank < s_.world; ++rank) {
+    if (!step.OnRank(rank)) continue;
     const Operand terms[] = {{a.views[rank].mem, Codec::kPlain},
                              {b.views[rank].mem, Codec::kPlain}};
     absl::Status s =
@@ -980,14 +1002,31 @@ absl::Status Replayer::ExpectEqual(const Step& step) {
   return absl::OkStatus();
 }
 
-void Replayer::Release(std::string name, bool at_end) {
-  EndRetention(name);
-  for (auto it = reported_aliases_.begin(); it != reported_aliases_.end();) {
-    it = (it->first == name || it->second == name) ? reported_aliases_.erase(it) : std::next(it);
+void Replayer::Release(std::string name, bool at_end, const std::vector<int>& ranks) {
+  LiveTensor& live = live_.at(name);
+  std::vector<bool> freeing(s_.world, ranks.empty());
+  for (int r : ranks) freeing[r] = true;
+  bool rest = false;  // live on ranks not freed here
+  for (int rank = 0; rank < s_.world; ++rank) rest = rest || (live.on[rank] && !freeing[rank]);
+  LiveTensor t;
+  if (rest) {  // a release on some ranks (never of a retained tensor: the loader refuses it)
+    t = live;
+    for (int rank = 0; rank < s_.world; ++rank) {
+      if (!freeing[rank]) continue;
+      live.on[rank] = false;
+      live.views[rank] = TensorView{};
+      live.allocations[rank] = MemRef{};
+    }
+  } else {
+    EndRetention(name);
+    for (auto it = reported_aliases_.begin(); it != reported_aliases_.end();) {
+      it = (it->first == name || it->second == name) ? reported_aliases_.erase(it) : std::next(it);
+    }
+    t = std::move(live);
+    live_.erase(name);
   }
-  LiveTensor t = std::move(live_.at(name));
-  live_.erase(name);
   for (int rank = 0; rank < s_.world; ++rank) {
+    if (!t.on[rank] || !freeing[rank]) continue;
     absl::Status s = d_->Free(t.allocations[rank]);
     if (s.ok()) continue;
     ReplayFinding f = NewFinding(ReplayFindingKind::kFreeFailed, rank);
@@ -1001,7 +1040,9 @@ void Replayer::Release(std::string name, bool at_end) {
 void Replayer::CheckAliases() {
   std::vector<LiveResult> live;
   for (const auto& [name, t] : live_) {
-    for (const TensorView& v : t.views) live.push_back({name, v});
+    for (int rank = 0; rank < s_.world; ++rank) {
+      if (t.on[rank]) live.push_back({name, t.views[rank]});
+    }
   }
   // One finding per pair of tensors while they stay live together, naming every rank.
   std::map<std::pair<std::string, std::string>, std::vector<ResultAlias>> pairs;

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 
 namespace dmalab {
 
@@ -55,10 +56,18 @@ std::string_view AllReduceFormName(AllReduceForm form) {
   return "?";
 }
 
+bool Step::OnRank(int rank) const {
+  return ranks.empty() || std::find(ranks.begin(), ranks.end(), rank) != ranks.end();
+}
+
 std::string Step::Describe() const {
   std::string s(StepKindName(kind));
   if (!label.empty()) absl::StrAppendFormat(&s, " '%s'", label);
   if (!graph.empty()) absl::StrAppendFormat(&s, " '%s'", graph);
+  if (!ranks.empty()) {
+    absl::StrAppendFormat(&s, " on rank%s %s", ranks.size() > 1 ? "s" : "",
+                          absl::StrJoin(ranks, ", "));
+  }
   absl::StrAppendFormat(&s, " at %s", loc.ToString());
   return s;
 }

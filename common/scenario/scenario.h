@@ -107,6 +107,12 @@ struct Step {
   std::vector<Step> body;
   // kCaptureGraph, kLaunchGraph.
   std::string graph;
+  // kFill, kAdd, kRelease: the ranks whose host runs the step (ascending), as when one rank
+  // frees and reallocates a buffer its peers keep; empty: every rank.
+  std::vector<int> ranks;
+
+  // Whether the step runs on `rank`.
+  bool OnRank(int rank) const;
 
   // "all_reduce 'o_proj' at file:12:5" style description for reports.
   std::string Describe() const;

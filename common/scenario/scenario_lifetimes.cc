@@ -1,21 +1,39 @@
 #include "common/scenario/scenario_lifetimes.h"
 
+#include <cstdint>
+#include <map>
 #include <set>
 #include <string>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 
 namespace dmalab {
 namespace {
 
+// Tensors are live per rank: a step with `ranks:` allocates or frees on those ranks only.
+using RankMask = uint32_t;  // bit r: rank r (world <= 16)
+
 struct State {
-  std::set<std::string> live;
+  std::map<std::string, RankMask> live;  // no entry: live on no rank
   std::set<std::string> retained;
   bool operator==(const State&) const = default;
 };
 
+std::string RankList(RankMask mask) {
+  std::vector<int> ranks;
+  for (int r = 0; r < 32; ++r) {
+    if (mask & (RankMask{1} << r)) ranks.push_back(r);
+  }
+  return absl::StrCat(ranks.size() > 1 ? "ranks " : "rank ", absl::StrJoin(ranks, ", "));
+}
+
 class LifetimeWalk {
  public:
+  explicit LifetimeWalk(int world) : all_((RankMask{1} << world) - 1) {}
+
   absl::Status Walk(const std::vector<Step>& steps) {
     for (const Step& step : steps) {
       if (absl::Status s = One(step); !s.ok()) return s;
@@ -37,10 +55,44 @@ class LifetimeWalk {
                                                       allowed));
   }
 
+  RankMask Live(const std::string& name) const {
+    auto it = state_.live.find(name);
+    return it == state_.live.end() ? 0 : it->second;
+  }
+  // The ranks a step runs on.
+  RankMask On(const Step& step) const {
+    if (step.ranks.empty()) return all_;
+    RankMask m = 0;
+    for (int r : step.ranks) m |= RankMask{1} << r;
+    return m;
+  }
+  void MakeLive(const std::string& name, RankMask ranks) { state_.live[name] |= ranks; }
+
+  // `name` is live on every rank the step runs on.
   absl::Status NeedLive(const Step& step, std::string_view key, const std::string& name) const {
-    if (state_.live.count(name) > 0) return absl::OkStatus();
-    return Fail(step, key, absl::StrFormat("tensor '%s', which is not live at this step", name),
-                "a live tensor (made live by fill, add or an all_reduce result, not yet released)");
+    const RankMask missing = On(step) & ~Live(name);
+    if (missing == 0) return absl::OkStatus();
+    const std::string allowed =
+        "a live tensor (made live by fill, add or an all_reduce result, not yet released)";
+    if (missing == On(step)) {
+      return Fail(step, key, absl::StrFormat("tensor '%s', which is not live at this step", name),
+                  allowed);
+    }
+    return Fail(step, key,
+                absl::StrFormat("tensor '%s', which is not live on %s at this step (released "
+                                "there by a step with ranks:)",
+                                name, RankList(missing)),
+                absl::StrCat(allowed, " on every rank the step runs on"));
+  }
+  // `name` is live on no rank (a fresh all_reduce result).
+  absl::Status NeedNotLive(const Step& step, std::string_view key, const std::string& name) const {
+    const RankMask live = Live(name);
+    if (live == 0) return absl::OkStatus();
+    return Fail(step, key,
+                live == all_
+                    ? absl::StrFormat("tensor '%s', which is still live", name)
+                    : absl::StrFormat("tensor '%s', which is still live on %s", name, RankList(live)),
+                "a tensor that is not live (release it first)");
   }
 
   absl::Status NeedRetained(const Step& step, const std::string& name) const {
@@ -50,9 +102,16 @@ class LifetimeWalk {
   }
 
   absl::Status One(const Step& step) {
+    if (in_capture_ && !step.ranks.empty()) {
+      return Fail(step, "ranks",
+                  absl::StrFormat("ranks: on step '%s' inside capture_graph '%s'",
+                                  StepKindName(step.kind), capture_name_),
+                  "ranks: outside captures (a graph's launch replays its device work on every "
+                  "rank)");
+    }
     switch (step.kind) {
       case StepKind::kFill:
-        state_.live.insert(step.tensor);
+        MakeLive(step.tensor, On(step));
         return absl::OkStatus();
       case StepKind::kAllReduce:
         if (absl::Status s = NeedLive(step, "input", step.input); !s.ok()) return s;
@@ -64,12 +123,8 @@ class LifetimeWalk {
           return NeedLive(step, "out", step.out);
         }
         if (step.form == AllReduceForm::kDefault) {
-          if (state_.live.count(step.result) > 0) {
-            return Fail(step, "result",
-                        absl::StrFormat("tensor '%s', which is still live", step.result),
-                        "a tensor that is not live (release it first)");
-          }
-          state_.live.insert(step.result);
+          if (absl::Status s = NeedNotLive(step, "result", step.result); !s.ok()) return s;
+          MakeLive(step.result, all_);
           if (in_capture_) made_in_capture_.insert(step.result);
         }
         return absl::OkStatus();
@@ -88,6 +143,13 @@ class LifetimeWalk {
         return absl::OkStatus();
       case StepKind::kRelease:
         if (absl::Status s = NeedLive(step, "tensor", step.tensor); !s.ok()) return s;
+        if (On(step) != all_ && state_.retained.count(step.tensor) > 0) {
+          return Fail(step, "ranks",
+                      absl::StrFormat("a release on %s of tensor '%s', which is retained",
+                                      RankList(On(step)), step.tensor),
+                      "a release on some ranks of a tensor that is not retained (a retained "
+                      "tensor is checked on every rank: unretain it first)");
+        }
         if (in_capture_ && made_in_capture_.count(step.tensor) == 0) {
           return Fail(step, "tensor",
                       absl::StrFormat("tensor '%s' inside capture_graph '%s', made outside it",
@@ -96,7 +158,7 @@ class LifetimeWalk {
                       "block returns to the graph's private pool); release the others before or "
                       "after the capture");
         }
-        state_.live.erase(step.tensor);
+        if ((state_.live[step.tensor] &= ~On(step)) == 0) state_.live.erase(step.tensor);
         state_.retained.erase(step.tensor);
         return absl::OkStatus();
       case StepKind::kAdd:
@@ -105,7 +167,7 @@ class LifetimeWalk {
         }
         if (absl::Status s = NeedLive(step, "a", step.a); !s.ok()) return s;
         if (absl::Status s = NeedLive(step, "b", step.b); !s.ok()) return s;
-        state_.live.insert(step.dst);
+        MakeLive(step.dst, On(step));
         return absl::OkStatus();
       case StepKind::kExpectUnchanged:
         return NeedRetained(step, step.tensor);
@@ -151,6 +213,7 @@ class LifetimeWalk {
     return absl::OkStatus();
   }
 
+  const RankMask all_;
   State state_;
   std::vector<int64_t> iteration_;
   std::set<std::string> graphs_;  // captured so far
@@ -162,7 +225,7 @@ class LifetimeWalk {
 }  // namespace
 
 absl::Status CheckLifetimes(const Scenario& scenario) {
-  return LifetimeWalk().Walk(scenario.steps);
+  return LifetimeWalk(scenario.world).Walk(scenario.steps);
 }
 
 }  // namespace dmalab

@@ -30,6 +30,8 @@ class Loader {
   absl::StatusOr<std::vector<Step>> Steps(const YAML::Node& node, std::string_view path) const;
   absl::StatusOr<Step> OneStep(const YAML::Node& node, std::string_view path) const;
   absl::Status StepFields(const YAML::Node& value, std::string_view path, Step* step) const;
+  // The optional `ranks:` of a host-side step (fill, add, release).
+  absl::Status Ranks(const YAML::Node& map, std::string_view path, Step* step) const;
   absl::Status TensorName(const YAML::Node& map, std::string_view path, std::string_view key,
                           std::string* name, Step* step) const;
   absl::Status TensorNameValue(const YAML::Node& node, std::string_view path, std::string_view key,
@@ -291,9 +293,12 @@ absl::Status Loader::StepFields(const YAML::Node& value, std::string_view path, 
     step->label = text;
   }
   switch (step->kind) {
+    case StepKind::kRelease:
+      DMALAB_RETURN_IF_ERROR(f_.CheckMap(value, path, {"tensor", "ranks", "label"}));
+      DMALAB_RETURN_IF_ERROR(Ranks(value, path, step));
+      return TensorName(value, path, "tensor", &step->tensor, step);
     case StepKind::kRetain:
     case StepKind::kUnretain:
-    case StepKind::kRelease:
     case StepKind::kExpectUnchanged:
       DMALAB_RETURN_IF_ERROR(f_.CheckMap(value, path, {"tensor", "label"}));
       return TensorName(value, path, "tensor", &step->tensor, step);
@@ -302,7 +307,8 @@ absl::Status Loader::StepFields(const YAML::Node& value, std::string_view path, 
     case StepKind::kAllReduce:
       return AllReduce(value, path, step);
     case StepKind::kAdd:
-      DMALAB_RETURN_IF_ERROR(f_.CheckMap(value, path, {"dst", "a", "b", "label"}));
+      DMALAB_RETURN_IF_ERROR(f_.CheckMap(value, path, {"dst", "a", "b", "ranks", "label"}));
+      DMALAB_RETURN_IF_ERROR(Ranks(value, path, step));
       DMALAB_RETURN_IF_ERROR(TensorName(value, path, "dst", &step->dst, step));
       DMALAB_RETURN_IF_ERROR(TensorName(value, path, "a", &step->a, step));
       DMALAB_RETURN_IF_ERROR(TensorName(value, path, "b", &step->b, step));
@@ -358,6 +364,31 @@ absl::Status Loader::StepFields(const YAML::Node& value, std::string_view path, 
   return absl::OkStatus();
 }
 
+absl::Status Loader::Ranks(const YAML::Node& map, std::string_view path, Step* step) const {
+  std::optional<YAML::Node> node = f_.Optional(map, "ranks");
+  if (!node) return absl::OkStatus();
+  const std::string field = FieldPath(path, "ranks");
+  const std::string allowed =
+      absl::StrFormat("a non-empty list of distinct ranks in 0..%d", s_.world - 1);
+  DMALAB_RETURN_IF_ERROR(f_.CheckList(*node, field, allowed));
+  if (node->size() == 0) return f_.Error(*node, field, "an empty list", allowed);
+  std::vector<bool> seen(s_.world, false);
+  for (size_t i = 0; i < node->size(); ++i) {
+    const YAML::Node item = (*node)[i];
+    const std::string item_path = absl::StrFormat("%s[%d]", field, i);
+    DMALAB_ASSIGN_OR_RETURN(auto rank, f_.Int(item, item_path, 0, s_.world - 1));
+    if (seen[rank]) {
+      return f_.Error(item, item_path, absl::StrFormat("rank %d a second time", rank), allowed);
+    }
+    seen[rank] = true;
+  }
+  for (int r = 0; r < s_.world; ++r) {
+    if (seen[r]) step->ranks.push_back(r);
+  }
+  step->sources["ranks"] = FieldSource{field, f_.Loc(*node)};
+  return absl::OkStatus();
+}
+
 absl::Status Loader::GraphName(const YAML::Node& map, std::string_view path, Step* step) const {
   DMALAB_ASSIGN_OR_RETURN(auto node, f_.Required(map, path, "name", "a graph name"));
   const std::string field = FieldPath(path, "name");
@@ -368,7 +399,9 @@ absl::Status Loader::GraphName(const YAML::Node& map, std::string_view path, Ste
 }
 
 absl::Status Loader::Fill(const YAML::Node& map, std::string_view path, Step* step) const {
-  DMALAB_RETURN_IF_ERROR(f_.CheckMap(map, path, {"tensor", "kind", "seed", "lo", "hi", "label"}));
+  DMALAB_RETURN_IF_ERROR(
+      f_.CheckMap(map, path, {"tensor", "kind", "seed", "lo", "hi", "ranks", "label"}));
+  DMALAB_RETURN_IF_ERROR(Ranks(map, path, step));
   DMALAB_RETURN_IF_ERROR(TensorName(map, path, "tensor", &step->tensor, step));
   if (auto n = f_.Optional(map, "kind")) {
     DMALAB_ASSIGN_OR_RETURN(auto kind, f_.String(*n, FieldPath(path, "kind"), "random, int"));

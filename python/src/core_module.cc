@@ -141,6 +141,7 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("times", &Step::times)
       .def_readonly("body", &Step::body)
       .def_readonly("graph", &Step::graph)
+      .def_readonly("ranks", &Step::ranks)
       .def("describe", &Step::Describe, "\"all_reduce 'label' at file:line:column\"");
 
   py::class_<Expectation>(m, "Expectation")

@@ -178,7 +178,7 @@ TEST(ScenarioLoaderTest, WorldMustBeTwoToSixteen) {
 TEST(ScenarioLoaderTest, UnknownFieldListsTheFieldsOfItsMap) {
   EXPECT_EQ(ErrorOf("world: 2\ntensors: {x: [64]}\nsteps:\n  - fill: {tensor: x, sed: 1}\n"),
             "t.yaml:4:23: field 'steps[0].fill.sed': found an unknown field, allowed fields "
-            "tensor, kind, seed, lo, hi, label");
+            "tensor, kind, seed, lo, hi, ranks, label");
 }
 
 TEST(ScenarioLoaderTest, IntegerFillsMustBeExactInTheDtype) {
@@ -219,6 +219,89 @@ TEST(ScenarioLoaderTest, StepsMayOnlyUseLiveTensors) {
                     "  - expect_unchanged: x\n"),
             "t.yaml:5:23: field 'steps[1].expect_unchanged.tensor': found tensor 'x', which is "
             "not retained, allowed a tensor retained by an earlier retain step");
+}
+
+TEST(ScenarioLoaderTest, HostStepsMayRunOnSomeRanks) {
+  absl::StatusOr<Scenario> s = ParseScenario(
+      "world: 4\ntensors: {x: [64], y: [64]}\nsteps:\n  - fill: {tensor: x}\n"
+      "  - release: {tensor: x, ranks: [3, 1]}\n"
+      "  - fill: {tensor: x, seed: 2, ranks: [1, 3]}\n"
+      "  - add: {dst: x, a: x, b: x, ranks: [0]}\n"
+      "  - all_reduce: {input: x, result: y}\n",
+      "t.yaml");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->steps[1].ranks, (std::vector<int>{1, 3}));  // ascending
+  EXPECT_EQ(s->steps[2].ranks, (std::vector<int>{1, 3}));
+  EXPECT_EQ(s->steps[3].ranks, (std::vector<int>{0}));
+  EXPECT_TRUE(s->steps[0].ranks.empty());
+  EXPECT_TRUE(s->steps[1].OnRank(3));
+  EXPECT_FALSE(s->steps[1].OnRank(2));
+  EXPECT_TRUE(s->steps[0].OnRank(2));
+  EXPECT_EQ(s->steps[1].Describe(), "release on ranks 1, 3 at t.yaml:5:5");
+  EXPECT_EQ(s->steps[3].Describe(), "add on rank 0 at t.yaml:7:5");
+}
+
+TEST(ScenarioLoaderTest, RanksMustBeADistinctListOfTheWorldsRanks) {
+  const std::string head = "world: 4\ntensors: {x: [64], y: [64]}\nsteps:\n";
+  EXPECT_EQ(ErrorOf(head + "  - fill: {tensor: x, ranks: [4]}\n"),
+            "t.yaml:4:31: field 'steps[0].fill.ranks[0]': found 4, allowed an integer in 0..3");
+  EXPECT_EQ(ErrorOf(head + "  - fill: {tensor: x, ranks: [1, 1]}\n"),
+            "t.yaml:4:34: field 'steps[0].fill.ranks[1]': found rank 1 a second time, allowed a "
+            "non-empty list of distinct ranks in 0..3");
+  EXPECT_EQ(ErrorOf(head + "  - fill: {tensor: x, ranks: []}\n"),
+            "t.yaml:4:30: field 'steps[0].fill.ranks': found an empty list, allowed a non-empty "
+            "list of distinct ranks in 0..3");
+  EXPECT_THAT(ErrorOf(head + "  - fill: {tensor: x, ranks: 1}\n"),
+              HasSubstr("field 'steps[0].fill.ranks': found"));
+  // Collective steps run on every rank.
+  EXPECT_THAT(ErrorOf(head + "  - fill: {tensor: x}\n  - all_reduce: {input: x, result: y, "
+                             "ranks: [0]}\n"),
+              HasSubstr("field 'steps[1].all_reduce.ranks': found an unknown field"));
+  EXPECT_THAT(ErrorOf(head + "  - fill: {tensor: x}\n  - retain: {tensor: x, ranks: [0]}\n"),
+              HasSubstr("field 'steps[1].retain.ranks': found an unknown field"));
+}
+
+TEST(ScenarioLoaderTest, ATensorReleasedOnSomeRanksIsNotLiveThere) {
+  const std::string head =
+      "world: 4\ntensors: {x: [64], y: [64]}\nsteps:\n  - fill: {tensor: x}\n"
+      "  - release: {tensor: x, ranks: [1, 2]}\n";
+  EXPECT_EQ(ErrorOf(head + "  - all_reduce: {input: x, result: y}\n"),
+            "t.yaml:6:25: field 'steps[2].all_reduce.input': found tensor 'x', which is not live "
+            "on ranks 1, 2 at this step (released there by a step with ranks:), allowed a live "
+            "tensor (made live by fill, add or an all_reduce result, not yet released) on every "
+            "rank the step runs on");
+  // On the ranks where it is live, a host step may use it; a second release there may not.
+  EXPECT_EQ(ErrorOf(head + "  - add: {dst: y, a: x, b: x, ranks: [0, 3]}\n"), "OK");
+  EXPECT_EQ(ErrorOf(head + "  - release: {tensor: x, ranks: [2]}\n"),
+            "t.yaml:6:23: field 'steps[2].release.tensor': found tensor 'x', which is not live "
+            "at this step, allowed a live tensor (made live by fill, add or an all_reduce result, "
+            "not yet released)");
+  // Live again on every rank once refilled there.
+  EXPECT_EQ(ErrorOf(head + "  - fill: {tensor: x, ranks: [1, 2]}\n"
+                           "  - all_reduce: {input: x, result: y}\n"),
+            "OK");
+  // A result name live on some ranks is still live.
+  EXPECT_EQ(ErrorOf("world: 2\ntensors: {x: [64], y: [64]}\nsteps:\n  - fill: {tensor: x}\n"
+                    "  - fill: {tensor: y, ranks: [1]}\n  - all_reduce: {input: x, result: y}\n"),
+            "t.yaml:6:36: field 'steps[2].all_reduce.result': found tensor 'y', which is still "
+            "live on rank 1, allowed a tensor that is not live (release it first)");
+}
+
+TEST(ScenarioLoaderTest, ARetainedTensorIsReleasedOnEveryRankOrNone) {
+  EXPECT_EQ(ErrorOf("world: 2\ntensors: {x: [64]}\nsteps:\n  - fill: {tensor: x}\n"
+                    "  - retain: x\n  - release: {tensor: x, ranks: [0]}\n"),
+            "t.yaml:6:33: field 'steps[2].release.ranks': found a release on rank 0 of tensor "
+            "'x', which is retained, allowed a release on some ranks of a tensor that is not "
+            "retained (a retained tensor is checked on every rank: unretain it first)");
+}
+
+TEST(ScenarioLoaderTest, RanksAreRefusedInsideACapture) {
+  EXPECT_EQ(ErrorOf("world: 2\ntensors: {x: [64], y: [64]}\nsteps:\n  - fill: {tensor: x}\n"
+                    "  - fill: {tensor: y}\n  - capture_graph:\n      name: g\n      steps:\n"
+                    "        - add: {dst: y, a: x, b: x, ranks: [1]}\n"),
+            "t.yaml:9:44: field 'steps[2].capture_graph.steps[0].add.ranks': found ranks: on "
+            "step 'add' inside capture_graph 'g', allowed ranks: outside captures (a graph's launch "
+            "replays its device work on every rank)");
 }
 
 TEST(ScenarioLoaderTest, ACaptureTakesAllReducesOfEveryFormAndReleasesOfItsOwnResults) {

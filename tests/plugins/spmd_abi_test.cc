@@ -473,7 +473,14 @@ INSTANTIATE_TEST_SUITE_P(
         SpmdExample{"registered_input_cache", "examples/plugins/registered_input.yaml",
                     "stale_ipc_mapping"},
         SpmdExample{"registered_input_leak", "examples/plugins/registered_input.yaml",
-                    "resource_growth"}),
+                    "resource_growth"},
+        // Rank 1 alone reallocates its input (steps with ranks:).
+        SpmdExample{"registered_input_fixed", "examples/plugins/registered_input_divergent.yaml",
+                    ""},
+        SpmdExample{"custom_ar", "examples/plugins/registered_input_divergent.yaml", ""},
+        SpmdExample{"dma_ring_v2", "examples/plugins/registered_input_divergent.yaml", ""},
+        SpmdExample{"registered_input_cache",
+                    "examples/plugins/registered_input_divergent.yaml", "stale_ipc_mapping"}),
     [](const auto& info) {
       std::string name = info.param.plugin + "_" + std::to_string(info.index);
       return name;
@@ -483,6 +490,7 @@ TEST(SpmdAbiTest, TheSameSeedGivesTheSameReportBytes) {
   for (const auto& [file, plugin] : std::vector<std::pair<std::string, std::string>>{
            {"examples/plugins/registered_input.yaml", "custom_ar"},
            {"examples/plugins/registered_input.yaml", "registered_input_cache"},
+           {"examples/plugins/registered_input_divergent.yaml", "registered_input_cache"},
            {"examples/plugins/custom_ar.yaml", "custom_ar"},
            {"examples/plugins/custom_ar.yaml", "custom_ar_graph_count"},
            {"examples/plugins/custom_ar_graph_pool.yaml", "custom_ar_graph_output"}}) {

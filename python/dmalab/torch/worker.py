@@ -238,6 +238,8 @@ class Worker:
     def one(self, step, local):
         """Runs one step; returns the all-reduce records it makes (a list)."""
         kind = step.kind
+        if step.ranks and self.rank not in step.ranks:
+            return []  # a host-side step of other ranks (fill, add or release with ranks:)
         if kind == "fill":
             self.fill(step)
         elif kind == "all_reduce":
