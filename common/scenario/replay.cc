@@ -650,7 +650,8 @@ absl::Status Replayer::Fill(const Step& step) {
   for (int rank = 0; rank < s_.world; ++rank) keys.push_back(FillKey(seed_, step_seed, rank));
   LiveTensor& t = live_.at(step.tensor);
   KnownValues filled = KnownValues::Fill(step.fill_kind, step.lo, step.hi, keys);
-  t.known = step.ranks.empty() ? std::move(filled) : KnownValues::Select(t.known, filled, OnRanks(step));
+  t.known =
+      step.ranks.empty() ? std::move(filled) : KnownValues::Select(t.known, filled, OnRanks(step));
   for (int rank = 0; rank < s_.world; ++rank) {
     if (!step.OnRank(rank)) continue;
     const uint64_t key = keys[rank];
@@ -912,8 +913,9 @@ absl::Status Replayer::Add(const Step& step) {
   if (capturing_ != nullptr) {
     RecordEffect(step, {step.a, step.b, step.dst});
   } else {
-    dst.known = step.ranks.empty() ? KnownAfter(step)
-                                   : KnownValues::Select(dst.known, KnownAfter(step), OnRanks(step));
+    dst.known = step.ranks.empty()
+                    ? KnownAfter(step)
+                    : KnownValues::Select(dst.known, KnownAfter(step), OnRanks(step));
   }
   const std::string label = step.label.empty() ? "add" : step.label;
   for (int rank = 0; rank < s_.world; ++rank) {

@@ -89,9 +89,9 @@ class LifetimeWalk {
     const RankMask live = Live(name);
     if (live == 0) return absl::OkStatus();
     return Fail(step, key,
-                live == all_
-                    ? absl::StrFormat("tensor '%s', which is still live", name)
-                    : absl::StrFormat("tensor '%s', which is still live on %s", name, RankList(live)),
+                live == all_ ? absl::StrFormat("tensor '%s', which is still live", name)
+                             : absl::StrFormat("tensor '%s', which is still live on %s", name,
+                                               RankList(live)),
                 "a tensor that is not live (release it first)");
   }
 

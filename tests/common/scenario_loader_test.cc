@@ -296,12 +296,13 @@ TEST(ScenarioLoaderTest, ARetainedTensorIsReleasedOnEveryRankOrNone) {
 }
 
 TEST(ScenarioLoaderTest, RanksAreRefusedInsideACapture) {
-  EXPECT_EQ(ErrorOf("world: 2\ntensors: {x: [64], y: [64]}\nsteps:\n  - fill: {tensor: x}\n"
-                    "  - fill: {tensor: y}\n  - capture_graph:\n      name: g\n      steps:\n"
-                    "        - add: {dst: y, a: x, b: x, ranks: [1]}\n"),
-            "t.yaml:9:44: field 'steps[2].capture_graph.steps[0].add.ranks': found ranks: on "
-            "step 'add' inside capture_graph 'g', allowed ranks: outside captures (a graph's launch "
-            "replays its device work on every rank)");
+  EXPECT_EQ(
+      ErrorOf("world: 2\ntensors: {x: [64], y: [64]}\nsteps:\n  - fill: {tensor: x}\n"
+              "  - fill: {tensor: y}\n  - capture_graph:\n      name: g\n      steps:\n"
+              "        - add: {dst: y, a: x, b: x, ranks: [1]}\n"),
+      "t.yaml:9:44: field 'steps[2].capture_graph.steps[0].add.ranks': found ranks: on "
+      "step 'add' inside capture_graph 'g', allowed ranks: outside captures (a graph's launch "
+      "replays its device work on every rank)");
 }
 
 TEST(ScenarioLoaderTest, ACaptureTakesAllReducesOfEveryFormAndReleasesOfItsOwnResults) {

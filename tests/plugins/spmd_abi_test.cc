@@ -479,8 +479,8 @@ INSTANTIATE_TEST_SUITE_P(
                     ""},
         SpmdExample{"custom_ar", "examples/plugins/registered_input_divergent.yaml", ""},
         SpmdExample{"dma_ring_v2", "examples/plugins/registered_input_divergent.yaml", ""},
-        SpmdExample{"registered_input_cache",
-                    "examples/plugins/registered_input_divergent.yaml", "stale_ipc_mapping"}),
+        SpmdExample{"registered_input_cache", "examples/plugins/registered_input_divergent.yaml",
+                    "stale_ipc_mapping"}),
     [](const auto& info) {
       std::string name = info.param.plugin + "_" + std::to_string(info.index);
       return name;
