@@ -229,9 +229,10 @@ class CudaDevice : public Device {
   absl::Status CheckFlagWord(const MemRef& mem, const OperandName& name) const;
   // CheckLive for a range reached through an IPC mapping (mem.via_mapping set).
   absl::Status CheckMapping(const MemRef& mem, const OperandName& name) const;
-  // The number of an open mapping of the same handle at the same address as `closed` (one
-  // process maps a handle once; several opens share the address), 0 when there is none.
-  uint64_t OpenAlias(const Mapping& closed) const;
+  // The number of an open mapping of the same rank and peer segment as `like` that is exactly
+  // [addr, +bytes) (`exact`) or covers it, 0 when there is none. One process maps a segment once,
+  // so several opens of its handles share addresses.
+  uint64_t OpenAlias(const Mapping& like, uint64_t addr, uint64_t bytes, bool exact) const;
   // Unmaps every peer segment still mapped (the destructor).
   void CloseAllMappings();
   // Fills the bookkeeping of a wait kernel (timeout, rank, label, failure records) and launches

@@ -112,10 +112,11 @@ absl::Status CudaDevice::CloseMemory(const MemRef& mapping) {
         absl::StrFormat("ipc close: 0x%x on rank %d is not a mapping OpenMemory returned",
                         mapping.addr, mapping.rank));
   }
-  if (!it->second.open) {
-    // Two opens of one handle share an address (one segment, counted): a plugin closing that
-    // address twice closes them one after the other.
-    if (const uint64_t alias = OpenAlias(it->second); alias != 0) it = mappings_.find(alias);
+  if (!it->second.open || it->second.bytes != mapping.bytes) {
+    // Opens of one segment share addresses (one process maps a handle once, counted): a plugin
+    // that knows its mappings by address closes them one after the other, each by its range.
+    const uint64_t alias = OpenAlias(it->second, mapping.addr, mapping.bytes, /*exact=*/true);
+    if (alias != 0) it = mappings_.find(alias);
   }
   Mapping& m = it->second;
   if (!m.open) {
@@ -183,7 +184,7 @@ absl::Status CudaDevice::CheckMapping(const MemRef& mem, const OperandName& name
         name.ToString(), mem.addr, mem.bytes, mem.rank, mem.via_mapping));
   }
   const Mapping& m = it->second;
-  if (!m.open && OpenAlias(m) == 0) {
+  if (!m.open && OpenAlias(m, mem.addr, mem.bytes, /*exact=*/false) == 0) {
     return absl::DataLossError(absl::StrFormat(
         "%s: [0x%x, +%d) on rank %d goes through IPC mapping %d, which was closed (use after "
         "close)",
@@ -197,12 +198,13 @@ absl::Status CudaDevice::CheckMapping(const MemRef& mem, const OperandName& name
   return absl::OkStatus();
 }
 
-uint64_t CudaDevice::OpenAlias(const Mapping& closed) const {
+uint64_t CudaDevice::OpenAlias(const Mapping& like, uint64_t addr, uint64_t bytes,
+                               bool exact) const {
   for (const auto& [number, m] : mappings_) {
-    if (m.open && m.rank == closed.rank && m.addr == closed.addr && m.bytes == closed.bytes &&
-        m.segment == closed.segment) {
-      return number;
-    }
+    if (!m.open || m.rank != like.rank || m.segment != like.segment) continue;
+    const bool fits = exact ? m.addr == addr && m.bytes == bytes
+                            : m.addr <= addr && addr + bytes <= m.addr + m.bytes;
+    if (fits) return number;
   }
   return 0;
 }
