@@ -1,6 +1,6 @@
 # `cmake --install`: what the installed command line reads, laid out under <prefix>/share/dmalab as
 # in the source tree, so that an installed `dmalab zoo` finds it beside itself and names the same
-# relative files (tools/zoo.cc: <bin>/../share/dmalab, plugins in <bin>/../lib/dmalab/plugins):
+# relative files (tools/zoo_command.cc: <bin>/../share/dmalab, plugins in <bin>/../lib/dmalab/plugins):
 #   share/dmalab/scenarios/        the shipped scenarios, topologies and their format references
 #   share/dmalab/tests/zoo/        the zoo's own fault scenarios
 #   share/dmalab/examples/plugins/ the example plugins' scenarios and sources (read beside the guide)

@@ -18,12 +18,12 @@
 #include "common/ring/ring_planner.h"
 #include "common/scenario/replay.h"
 #include "common/scenario/report.h"
+#include "runner/host_memory.h"
+#include "runner/rank_process.h"
+#include "runner/run_device.h"
 #include "sim/sim_device.h"
 #include "tools/command.h"
-#include "tools/host_memory.h"
 #include "tools/progress.h"
-#include "tools/rank_process.h"
-#include "tools/run_device.h"
 
 namespace dmalab {
 namespace {

@@ -15,7 +15,7 @@ namespace dmalab {
 struct DemoCommand {
   std::string backend = "sim";      // "sim" or "hw"
   int gpus = 1;                     // hw: GPUs the ranks spread over
-  int procs = 0;                    // hw: one process per rank (tools/rank_process.h)
+  int procs = 0;                    // hw: one process per rank (runner/rank_process.h)
   std::optional<uint64_t> perturb;  // hw: the schedule perturbation's seed
   int ranks = 4;
   std::string dtype = "bf16";

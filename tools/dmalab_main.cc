@@ -18,17 +18,17 @@
 #include "common/ring/faults.h"
 #include "common/ring/ring_planner.h"
 #include "common/ring/wire.h"
+#include "runner/ordered_parallel.h"
+#include "runner/rank_process.h"
+#include "runner/seed_split.h"
 #include "tools/calibrate_command.h"
 #include "tools/checked_stdout.h"
 #include "tools/cli_flags.h"
 #include "tools/command.h"
 #include "tools/demo_command.h"
-#include "tools/ordered_parallel.h"
-#include "tools/rank_process.h"
 #include "tools/replay_command.h"
-#include "tools/seed_split.h"
 #include "tools/sweep_command.h"
-#include "tools/zoo.h"
+#include "tools/zoo_command.h"
 
 namespace dmalab {
 namespace {
@@ -86,7 +86,7 @@ void AddRunFlags(FlagSet& f, RunFlags& run) {
   f.Switch("-q,--quiet", &run.quiet, "no progress line on stderr (it is drawn only on a terminal)");
 }
 
-// --timeout of replay and zoo: a plugin runs in a worker process (tools/isolated_run.h).
+// --timeout of replay and zoo: a plugin runs in a worker process (runner/isolated_run.h).
 void AddTimeout(FlagSet& f, int* seconds) {
   f.Integer("--timeout", seconds, 1, 86400,
             "plugins: seconds one step may run before the collective counts as hung "

@@ -6,8 +6,8 @@
 #include <cstdio>
 
 #include "absl/strings/str_format.h"
-#include "tools/rank_process.h"
-#include "tools/seed_split.h"
+#include "runner/rank_process.h"
+#include "runner/seed_split.h"
 
 namespace dmalab {
 

@@ -22,17 +22,17 @@
 #include "common/scenario/replay_expectations.h"
 #include "common/scenario/report.h"
 #include "common/scenario/scenario_loader.h"
+#include "runner/host_memory.h"
+#include "runner/isolated_replay.h"
+#include "runner/isolated_run.h"
+#include "runner/ordered_parallel.h"
+#include "runner/rank_process.h"
+#include "runner/run_device.h"
+#include "runner/seed_split.h"
+#include "runner/sim_replay.h"
 #include "sim/sim_device.h"
-#include "tools/host_memory.h"
-#include "tools/isolated_replay.h"
-#include "tools/isolated_run.h"
 #include "tools/npy.h"
-#include "tools/ordered_parallel.h"
 #include "tools/progress.h"
-#include "tools/rank_process.h"
-#include "tools/run_device.h"
-#include "tools/seed_split.h"
-#include "tools/sim_replay.h"
 
 namespace dmalab {
 namespace {
@@ -55,7 +55,7 @@ DeviceChoice ChoiceOf(const ReplayCommand& c, Fidelity fidelity, int run) {
 }
 
 // One replay on the device of run `run` (ChoiceOf): in this process for the ring, in a worker
-// process for a plugin (tools/isolated_replay.h; a GPU's context does not survive a fork, so the
+// process for a plugin (runner/isolated_replay.h; a GPU's context does not survive a fork, so the
 // device is made in the worker). `limit`: the simulator's memory limit, read once for all runs.
 absl::StatusOr<ReplayReport> ReplayOnce(const Scenario& scenario, const FaultSet& faults,
                                         const ReplayCommand& c, Fidelity fidelity, int run,
@@ -122,7 +122,7 @@ int Jobs(const Scenario& scenario, const ReplayCommand& c, Fidelity fidelity, in
 }
 
 // What a seed sweep takes of one run's report: all it prints and writes. It crosses processes
-// when the runs are split over MPI ranks (tools/seed_split.h).
+// when the runs are split over MPI ranks (runner/seed_split.h).
 struct SeedOutcome {
   absl::Status status;  // the run's error, if it had one
   bool pass = true;
@@ -186,7 +186,7 @@ SeedOutcome ParseOutcome(const std::string& text) {
 // --seeds=N: N replays (scheduling seeds 1..N on the simulator, perturbation seeds on GPUs), one
 // line per failing one, then a summary. Exit 1 if any failed. Simulator runs go --jobs at a
 // time; their reports are taken in seed order, so the output is the same. Under mpirun the runs
-// are split over the ranks and rank 0 takes them all in seed order (tools/seed_split.h).
+// are split over the ranks and rank 0 takes them all in seed order (runner/seed_split.h).
 int RunSeedSweep(const Scenario& scenario, const FaultSet& faults, const ReplayCommand& c,
                  Fidelity fidelity) {
   const auto start = std::chrono::steady_clock::now();
@@ -245,7 +245,7 @@ int RunSeedSweep(const Scenario& scenario, const FaultSet& faults, const ReplayC
           return take(i, ParseOutcome(text)) == Consumed::kContinue;
         });
     if (!split.ok()) return BadInput(std::string(split.message()));
-    if (CurrentSeedSplit().rank != 0) return 0;  // rank 0 decides (tools/seed_split.h)
+    if (CurrentSeedSplit().rank != 0) return 0;  // rank 0 decides (runner/seed_split.h)
   } else {
     RunOrdered<SeedOutcome>(
         c.seeds, jobs, [](int64_t) { return 0; }, run_one,
@@ -404,7 +404,7 @@ int RunReplayCommand(const ReplayCommand& c) {
   // rather than die in the allocator.
   const MemoryLimit limit = LimitOf(c);
   // The whole run, device included (a GPU's context does not survive a fork): in this process
-  // for the ring, in a worker for a plugin (tools/isolated_replay.h).
+  // for the ring, in a worker for a plugin (runner/isolated_replay.h).
   const auto replay = [&](const ReplayObserver& observer) -> absl::StatusOr<ReplayReport> {
     absl::StatusOr<RunDevice> device =
         RunDevice::Make(ChoiceOf(c, *fidelity, 0), scenario->world, seed);

@@ -7,8 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "runner/isolated_run.h"
 #include "tools/command.h"
-#include "tools/isolated_run.h"
 
 namespace dmalab {
 
@@ -20,7 +20,7 @@ struct ReplayCommand {
   std::string inject;               // comma-separated fault names
   std::string dump_dir;             // write every live tensor per rank as .npy here when set
   int gpus = 1;                     // hw: GPUs the ranks spread over
-  // hw: one process per rank (tools/rank_process.h); must be the scenario's world. 0: one
+  // hw: one process per rank (runner/rank_process.h); must be the scenario's world. 0: one
   // process drives every rank.
   int procs = 0;
   // hw: perturb the schedule with this seed (measure/perturbing_device.h); with `seeds`, the
@@ -34,7 +34,7 @@ struct ReplayCommand {
   int jobs = 0;  // sim, --seeds and --check-determinism: runs at once; 0: AvailableCores()
   RunFlags run;  // --collective, --json (the report), --quiet
   // --timeout: a plugin runs in a worker process; a step it has not ended after this many
-  // seconds is a collective_hang finding (tools/isolated_replay.h).
+  // seconds is a collective_hang finding (runner/isolated_replay.h).
   int hang_seconds = kDefaultHangSeconds;
   // sim: refuse a run whose memory need (EstimateReplayMemory) exceeds this many bytes; default
   // the available physical memory (AvailableMemoryBytes).

@@ -17,12 +17,12 @@
 #include "measure/hw_backend.h"
 #include "measure/sweep.h"
 #include "measure/sweep_report.h"
+#include "runner/host_memory.h"
+#include "runner/rank_process.h"
 #include "sim/sim_device.h"
 #include "sim/topology.h"
 #include "tools/command.h"
-#include "tools/host_memory.h"
 #include "tools/progress.h"
-#include "tools/rank_process.h"
 
 namespace dmalab {
 namespace {

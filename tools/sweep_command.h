@@ -26,7 +26,7 @@ struct SweepCommand {
   std::string backend = "sim";
   std::string fidelity = "values";  // sim: "values" or "shadow" (times only: needs -c 0)
   int ranks = 4, gpus = 1;
-  // hw: one process per rank (tools/rank_process.h); must equal ranks. 0: one process.
+  // hw: one process per rank (runner/rank_process.h); must equal ranks. 0: one process.
   int procs = 0;
   std::string topology;  // sim: required
   uint64_t seed = 1;     // sim: the scheduling seed

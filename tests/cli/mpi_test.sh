@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Seed campaigns over MPI ranks (tools/seed_split.h): under `mpirun -np 2`, zoo and
+# Seed campaigns over MPI ranks (runner/seed_split.h): under `mpirun -np 2`, zoo and
 # replay --seeds print the same lines and JSON as one process (times apart) and exit with the
 # same status; other commands are refused there. Usage: mpi_test.sh DMALAB MPIEXEC
 set -uo pipefail

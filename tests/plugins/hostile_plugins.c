@@ -1,5 +1,5 @@
 /* Collectives that break their process, one way per module (CASE_*), for the command line's
- * isolation of plugins (tools/isolated_run.h, issue 25 item 3). Each is a correct all-reduce
+ * isolation of plugins (runner/isolated_run.h, issue 25 item 3). Each is a correct all-reduce
  * (examples/plugins/common.h) until its second call, or its destroy, where it:
  *   segv_second_call    raises SIGSEGV, as a wild pointer would (raised, not dereferenced, so
  *                       that UBSan's null check cannot turn it into an exit)
