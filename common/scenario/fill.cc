@@ -97,13 +97,15 @@ DMALAB_AVX512_TARGET void FillAvx512(DType dtype, FillKind kind, double lo, doub
 // in both copies).
 // Blocks of kBlock, as the fills: a fixed trip count that GCC vectorizes at -O2.
 [[gnu::always_inline]] inline void Accumulate(double lo, double hi, uint64_t key, int64_t coeff,
-                                              int64_t elems, int64_t* __restrict acc) {
+                                              int64_t origin, int64_t elems,
+                                              int64_t* __restrict acc) {
   const uint64_t range =
       static_cast<uint64_t>(static_cast<int64_t>(hi) - static_cast<int64_t>(lo)) + 1;
   const int64_t base = static_cast<int64_t>(lo);
   const auto block = [&](int64_t first, int64_t n) {
     for (int64_t j = 0; j < n; ++j) {
-      const uint64_t u = SplitMix64(key + static_cast<uint64_t>(first + j) * 0x9E3779B97F4A7C15ull);
+      const uint64_t u =
+          SplitMix64(key + static_cast<uint64_t>(origin + first + j) * 0x9E3779B97F4A7C15ull);
       acc[first + j] += coeff * (base + static_cast<int64_t>(((u >> 32) * range) >> 32));
     }
   };
@@ -114,8 +116,8 @@ DMALAB_AVX512_TARGET void FillAvx512(DType dtype, FillKind kind, double lo, doub
 
 #ifdef DMALAB_HOST_AVX512
 DMALAB_AVX512_TARGET void AccumulateAvx512(double lo, double hi, uint64_t key, int64_t coeff,
-                                           int64_t elems, int64_t* acc) {
-  Accumulate(lo, hi, key, coeff, elems, acc);
+                                           int64_t origin, int64_t elems, int64_t* acc) {
+  Accumulate(lo, hi, key, coeff, origin, elems, acc);
 }
 #endif
 
@@ -137,12 +139,18 @@ void FillElementsPortable(DType dtype, FillKind kind, double lo, double hi, uint
 }
 
 void AccumulateIntFill(double lo, double hi, uint64_t key, int64_t coeff, absl::Span<int64_t> acc) {
+  AccumulateIntFill(lo, hi, key, coeff, 0, acc);
+}
+
+void AccumulateIntFill(double lo, double hi, uint64_t key, int64_t coeff, int64_t first,
+                       absl::Span<int64_t> acc) {
 #ifdef DMALAB_HOST_AVX512
   if (HostHasAvx512()) {
-    return AccumulateAvx512(lo, hi, key, coeff, static_cast<int64_t>(acc.size()), acc.data());
+    return AccumulateAvx512(lo, hi, key, coeff, first, static_cast<int64_t>(acc.size()),
+                            acc.data());
   }
 #endif
-  Accumulate(lo, hi, key, coeff, static_cast<int64_t>(acc.size()), acc.data());
+  Accumulate(lo, hi, key, coeff, first, static_cast<int64_t>(acc.size()), acc.data());
 }
 
 int64_t ExactIntegerLimit(DType dtype) {

@@ -53,6 +53,10 @@ void FillElementsPortable(DType dtype, FillKind kind, double lo, double hi, uint
 // this key (the same generator as FillElements): how the replay computes exact expected sums
 // without reading the device (common/scenario/known_values.h).
 void AccumulateIntFill(double lo, double hi, uint64_t key, int64_t coeff, absl::Span<int64_t> acc);
+// The same for elements [first, first + acc.size()) of the fill: acc[i] += coeff * v_(first + i),
+// so that a long tensor's sums can be computed a cache-sized piece at a time.
+void AccumulateIntFill(double lo, double hi, uint64_t key, int64_t coeff, int64_t first,
+                       absl::Span<int64_t> acc);
 
 // The largest integer magnitude every smaller integer of which dtype represents exactly:
 // 256 for bf16, 2048 for fp16, 2^24 for fp32.
