@@ -44,6 +44,10 @@ uint64_t FillKey(uint64_t scenario_seed, uint64_t step_seed, int rank);
 // vector instructions.
 void FillElements(DType dtype, FillKind kind, double lo, double hi, uint64_t key,
                   absl::Span<uint8_t> out);
+// The same for elements [first, first + out.size() / DTypeBytes(dtype)) of the fill: any piece
+// of a fill, generated alone, holds the bytes it holds in the whole.
+void FillElements(DType dtype, FillKind kind, double lo, double hi, uint64_t key, int64_t first,
+                  absl::Span<uint8_t> out);
 // FillElements without vector instructions beyond the build's baseline: the same bytes (tests
 // compare the two).
 void FillElementsPortable(DType dtype, FillKind kind, double lo, double hi, uint64_t key,

@@ -89,6 +89,24 @@ struct Contents {
   Provenance provenance;
 };
 
+// A fill's bytes, any piece of them generated alone (FillElements): written with
+// Device::WriteGenerated, so a device that can produces them only where they are read.
+class FillContent : public GeneratedContent {
+ public:
+  FillContent(DType dtype, FillKind kind, double lo, double hi, uint64_t key)
+      : dtype_(dtype), kind_(kind), lo_(lo), hi_(hi), key_(key) {}
+  uint64_t grain() const override { return static_cast<uint64_t>(DTypeBytes(dtype_)); }
+  void Generate(uint64_t offset, absl::Span<uint8_t> out) const override {
+    FillElements(dtype_, kind_, lo_, hi_, key_, static_cast<int64_t>(offset / grain()), out);
+  }
+
+ private:
+  DType dtype_;
+  FillKind kind_;
+  double lo_, hi_;
+  uint64_t key_;
+};
+
 // A retained value: the snapshot of every rank and the most elements seen changed per rank.
 struct Retention {
   std::string origin;
@@ -650,9 +668,8 @@ absl::Status Replayer::Fill(const Step& step) {
       if (absl::Status s = d_->WriteShadow(mem, content); !s.ok()) return Failed(s);
       continue;
     }
-    buf_.bytes.resize(decl.bytes());
-    FillElements(decl.dtype, step.fill_kind, step.lo, step.hi, key, absl::MakeSpan(buf_.bytes));
-    if (absl::Status s = d_->Write(mem, buf_.bytes); !s.ok()) return Failed(s);
+    auto content = std::make_shared<FillContent>(decl.dtype, step.fill_kind, step.lo, step.hi, key);
+    if (absl::Status s = d_->WriteGenerated(mem, std::move(content)); !s.ok()) return Failed(s);
   }
   return absl::OkStatus();
 }
