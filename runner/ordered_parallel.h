@@ -6,10 +6,13 @@
 // Jobs belong to groups (a zoo row). Consuming a result may end its group (a fault found at this
 // seed: the row's later seeds are not run) or everything (an error). A job is started only when
 // its group is still open; one already started for a group that ends is finished and dropped.
-// A job starts only when fewer than `jobs` jobs lie between the consumer and it: at most `jobs`
-// run at once, at most `jobs` results wait to be consumed (memory stays bounded), and a group
-// that ends at its first job (a fault found at seed 1) wastes at most `jobs` - 1 runs, made at
-// the same time as the one that counted.
+// At most `jobs` run at once. A job starts only when fewer than kLookahead * `jobs` jobs lie
+// between the consumer and it: so at most that many results wait to be consumed (memory stays
+// bounded), and a group that ends at its first job (a fault found at seed 1) wastes at most that
+// many runs. The lookahead is more than `jobs` so that a thread that finished a short job finds
+// another while a long one still runs ahead of it in job order: with a window of exactly `jobs`,
+// one long job left every other thread idle until it was consumed (jobs of uneven length, as the
+// zoo's rows are, ran little faster on two threads than on one).
 #ifndef DMALAB_RUNNER_ORDERED_PARALLEL_H_
 #define DMALAB_RUNNER_ORDERED_PARALLEL_H_
 
@@ -29,6 +32,9 @@
 namespace dmalab {
 
 enum class Consumed { kContinue, kEndGroup, kStop };
+
+// How many jobs per thread may run ahead of the consumer (RunOrdered).
+inline constexpr int kLookahead = 4;
 
 // The cores this process may run on (its CPU affinity), at least 1: --jobs' default.
 inline int AvailableCores() {
@@ -62,7 +68,7 @@ void RunOrdered(int64_t n, int jobs, const std::function<int64_t(int64_t)>& grou
   int64_t next = 0;                // the next job to start
   int64_t consumed = 0;            // jobs before this one are consumed or skipped
   bool stop = false;
-  const int64_t window = jobs;
+  const int64_t window = int64_t{kLookahead} * jobs;
   const auto worker = [&] {
     std::unique_lock<std::mutex> lock(mu);
     while (true) {

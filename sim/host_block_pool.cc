@@ -15,6 +15,9 @@
 namespace dmalab {
 namespace {
 
+// Blocks of at least this many bytes are backed by huge pages where the kernel allows.
+constexpr uint64_t kHugePageBlockBytes = uint64_t{8} << 20;
+
 class Pool {
  public:
   absl::StatusOr<uint8_t*> Acquire(uint64_t bytes) {
@@ -43,6 +46,11 @@ class Pool {
           "(the process holds %d bytes of it in use)",
           bytes, bytes / 1048576.0, std::strerror(err), stats_.in_use));
     }
+    // Large blocks in huge pages: a tensor's block is touched whole, and one fault per 2 MiB
+    // instead of per 4 KiB makes first touch several times cheaper (page tables, TLB). Small
+    // blocks (flags, counters) keep small pages, so that their untouched bytes cost no memory.
+    // Only a hint: where the kernel has no huge pages, nothing changes.
+    if (bytes >= kHugePageBlockBytes) madvise(p, bytes, MADV_HUGEPAGE);
     stats_.in_use += bytes;
     stats_.peak_in_use = peak;
     stats_.mapped_total += bytes;

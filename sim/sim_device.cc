@@ -32,6 +32,75 @@ uint8_t* Overwritten(SimMemory& memory, const MemRef& m) {
   return p.ok() ? *p : nullptr;
 }
 
+// Whether two views share a byte.
+bool Overlap(const MemRef& a, const MemRef& b) {
+  return a.rank == b.rank && a.addr < b.end() && b.addr < a.end();
+}
+
+// A copy's bytes (values fidelity). A source that is one lazy range (sim/sim_memory.h) stays
+// lazy at the destination, one with lazy parts is generated straight into it; a source that
+// overlaps the destination is produced in place first, as memmove needs.
+void CopyBytes(std::vector<SimMemory>& memory, const MemRef& dst, const MemRef& src) {
+  SimMemory& from = memory[src.rank];
+  if (!Overlap(dst, src) && from.HasLazy(src.addr, src.bytes)) {
+    if (auto whole = from.WholeLazy(src.addr, src.bytes)) {
+      (void)memory[dst.rank].WriteLazy(dst.addr, dst.bytes, std::move(whole->first), whole->second);
+    } else {
+      (void)from.CopyOut(src.addr, src.bytes, Overwritten(memory[dst.rank], dst));
+    }
+    return;
+  }
+  const uint8_t* p = *from.Bytes(src.addr, src.bytes);  // first: its fresh bytes before dst's
+  std::memmove(Overwritten(memory[dst.rank], dst), p, dst.bytes);
+}
+
+// Elements a reduce with lazy terms handles at once: a multiple of the codecs' 128-value blocks,
+// small enough that its generated terms stay in cache.
+constexpr int64_t kLazyReducePiece = 32768;
+
+// A reduce's bytes (values fidelity), the host reference's. Lazy terms are generated a piece at
+// a time into a small buffer rather than into device memory (unless one overlaps dst, which
+// ReduceHost may read after writing).
+void ReduceBytes(std::vector<SimMemory>& memory, DType dtype, const Operand& dst,
+                 absl::Span<const Operand> terms, int64_t elems) {
+  std::vector<bool> lazy(terms.size());
+  bool any = false, overlap = false;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    lazy[i] = memory[terms[i].mem.rank].HasLazy(terms[i].mem.addr, terms[i].mem.bytes);
+    any = any || lazy[i];
+    overlap = overlap || (lazy[i] && Overlap(terms[i].mem, dst.mem));
+  }
+  std::vector<HostOperand> ops;
+  for (const Operand& t : terms) {
+    const bool generated = any && !overlap && lazy[ops.size()];
+    ops.push_back(HostOperand{
+        generated ? nullptr : *memory[t.mem.rank].Bytes(t.mem.addr, t.mem.bytes), t.codec});
+  }
+  uint8_t* out = Overwritten(memory[dst.mem.rank], dst.mem);
+  // Arguments were validated at enqueue; the host reference cannot fail here.
+  if (!any || overlap) {
+    (void)ReduceHost(dtype, out, dst.codec, ops, elems);
+    return;
+  }
+  std::vector<std::vector<uint8_t>> pieces(terms.size());
+  std::vector<HostOperand> piece_ops(terms.size());
+  for (int64_t first = 0; first < elems; first += kLazyReducePiece) {
+    const int64_t n = std::min(kLazyReducePiece, elems - first);
+    for (size_t i = 0; i < terms.size(); ++i) {
+      const Operand& t = terms[i];
+      const uint64_t at = EncodedBytes(t.codec, dtype, first);
+      if (!lazy[i]) {
+        piece_ops[i] = HostOperand{ops[i].data + at, t.codec};
+        continue;
+      }
+      pieces[i].resize(EncodedBytes(t.codec, dtype, n));
+      (void)memory[t.mem.rank].CopyOut(t.mem.addr + at, pieces[i].size(), pieces[i].data());
+      piece_ops[i] = HostOperand{pieces[i].data(), t.codec};
+    }
+    (void)ReduceHost(dtype, out + EncodedBytes(dst.codec, dtype, first), dst.codec, piece_ops, n);
+  }
+}
+
 // A set of streams (Synchronize's bookkeeping), as bits.
 class StreamBits {
  public:
@@ -809,8 +878,7 @@ void SimDevice::Execute(StreamId sid, Op& op) {
       if (fidelity_ == Fidelity::kShadow) {
         ShadowCopy(op);
       } else {
-        const uint8_t* src = HostPtr(op.src);  // first: its fresh bytes are filled before dst
-        std::memmove(Overwritten(memory_[op.dst.rank], op.dst), src, op.dst.bytes);
+        CopyBytes(memory_, op.dst, op.src);
       }
       break;
     case OpKind::kReduce: {
@@ -824,11 +892,7 @@ void SimDevice::Execute(StreamId sid, Op& op) {
         ShadowReduce(op);
         break;
       }
-      std::vector<HostOperand> terms;
-      for (const Operand& t : op.terms) terms.push_back(HostOperand{HostPtr(t.mem), t.codec});
-      // Arguments were validated at enqueue; the host reference cannot fail here.
-      (void)ReduceHost(op.dtype, Overwritten(memory_[op.dst_operand.mem.rank], op.dst_operand.mem),
-                       op.dst_operand.codec, terms, op.elems);
+      ReduceBytes(memory_, op.dtype, op.dst_operand, op.terms, op.elems);
       break;
     }
     case OpKind::kSignal: {
@@ -1275,6 +1339,20 @@ absl::Status SimDevice::Write(const MemRef& dst_view, absl::Span<const uint8_t> 
   return absl::OkStatus();
 }
 
+absl::Status SimDevice::WriteGenerated(const MemRef& dst_view,
+                                       std::shared_ptr<const GeneratedContent> content) {
+  if (fidelity_ != Fidelity::kValues) return Device::WriteGenerated(dst_view, std::move(content));
+  if (absl::Status s = RefuseDuringCapture("write"); !s.ok()) return s;
+  if (absl::Status s = CompleteForHost(); !s.ok()) return s;
+  MemRef dst = dst_view;
+  if (absl::Status s = CheckMem(dst, "write dst"); !s.ok()) return s;
+  CheckLifetime(-1, dst);
+  races_.Write(dst.rank, dst.addr, dst.end(),
+               dmalab::Access{kHostTimeline, host_clock_.Get(kHostTimeline), -1}, host_clock_);
+  // Produced only where read (sim/sim_memory.h).
+  return memory_[dst.rank].WriteLazy(dst.addr, dst.bytes, std::move(content), 0);
+}
+
 absl::Status SimDevice::CheckShadowCall(std::string_view what, MemRef& m) {
   if (fidelity_ != Fidelity::kShadow) {
     return absl::FailedPreconditionError(
@@ -1326,8 +1404,7 @@ absl::Status SimDevice::Read(const MemRef& src_view, absl::Span<uint8_t> bytes) 
   CheckLifetime(-1, src);
   races_.Read(src.rank, src.addr, src.end(),
               dmalab::Access{kHostTimeline, host_clock_.Get(kHostTimeline), -1}, host_clock_);
-  std::memcpy(bytes.data(), HostPtr(src), bytes.size());
-  return absl::OkStatus();
+  return memory_[src.rank].CopyOut(src.addr, src.bytes, bytes.data());
 }
 
 absl::StatusOr<GraphId> SimDevice::CaptureGraph(const std::function<absl::Status()>& body) {

@@ -83,6 +83,9 @@ class SimDevice : public Device {
   absl::Status Synchronize() override;
   absl::Status Write(const MemRef& dst, absl::Span<const uint8_t> bytes) override;
   absl::Status Read(const MemRef& src, absl::Span<uint8_t> bytes) override;
+  // Values fidelity: the bytes are produced only where something reads them (sim/sim_memory.h).
+  absl::Status WriteGenerated(const MemRef& dst,
+                              std::shared_ptr<const GeneratedContent> content) override;
   void SetContext(std::string_view context) override {
     context_ = std::string(context);
     context_stored_ = false;

@@ -2,18 +2,44 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <iterator>
 #include <limits>
 
 #include "absl/strings/str_format.h"
+#include "common/core/device.h"
 
 namespace dmalab {
 namespace {
 
 // Callers keep v at most kMaxBytesPerRank, so this cannot wrap.
 uint64_t RoundUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+// Bytes [offset, offset + n) of `content` to `out`, at any offset: whole grains straight into
+// out, a grain cut by either end through a small buffer.
+void Generate(const GeneratedContent& content, uint64_t offset, uint64_t n, uint8_t* out) {
+  const uint64_t grain = content.grain();
+  uint8_t one[64];
+  while (n > 0) {
+    const uint64_t head = offset % grain;
+    if (head != 0 || n < grain) {
+      content.Generate(offset - head, absl::MakeSpan(one, grain));
+      const uint64_t take = std::min(grain - head, n);
+      std::memcpy(out, one + head, take);
+      offset += take;
+      out += take;
+      n -= take;
+      continue;
+    }
+    const uint64_t whole = n / grain * grain;
+    content.Generate(offset, absl::MakeSpan(out, whole));
+    offset += whole;
+    out += whole;
+    n -= whole;
+  }
+}
 
 std::string Size(uint64_t bytes) {
   return absl::StrFormat("%d bytes (%.1f GiB)", bytes, bytes / 1073741824.0);
@@ -82,7 +108,7 @@ absl::StatusOr<MemRef> SimMemory::Allocate(uint64_t bytes, std::string_view tag,
           "at most %s; %s",
           rank_, tag, Size(bytes), Size(seg_bytes), Size(kMaxBytesPerRank), Holdings()));
     }
-    Segment seg{seg_bytes, pool, {}, {}, 0};
+    Segment seg{seg_bytes, pool, {}, {}, 0, {}};
     if (with_payload_) {
       absl::StatusOr<HostBlock> block = AcquireHostBlock(seg_bytes);
       if (!block.ok()) {
@@ -180,7 +206,7 @@ absl::StatusOr<SimMemory::Segment*> SimMemory::PayloadSegment(uint64_t addr, uin
   return &std::prev(segments_.upper_bound(addr))->second;
 }
 
-void SimMemory::TakeFresh(Segment& seg, uint64_t first, uint64_t last, bool fill) {
+void SimMemory::TakeFresh(Segment& seg, uint64_t first, uint64_t last, bool fill, bool populate) {
   if (seg.fresh_count == 0 || first >= last) return;
   // One call per run of consecutive fresh pages. The pages are populated first: one system call
   // instead of a page fault per page where the host block was newly mapped (a no-op on a
@@ -189,7 +215,7 @@ void SimMemory::TakeFresh(Segment& seg, uint64_t first, uint64_t last, bool fill
   const auto flush = [&] {
     if (run_pages == 0) return;
     uint8_t* at = seg.data.data() + run * kFreshPage;
-    madvise(at, run_pages * kFreshPage, MADV_POPULATE_WRITE);
+    if (populate) madvise(at, run_pages * kFreshPage, MADV_POPULATE_WRITE);
     if (fill) std::memset(at, kFreshByte, run_pages * kFreshPage);
     seg.fresh_count -= run_pages;
     run_pages = 0;
@@ -223,7 +249,21 @@ absl::StatusOr<uint8_t*> SimMemory::Bytes(uint64_t addr, uint64_t bytes) {
   if (!seg.ok()) return seg.status();
   const uint64_t start = std::prev(segments_.upper_bound(addr))->first;
   FillFresh(**seg, addr - start, addr - start + bytes);
+  Materialize(**seg, addr - start, addr - start + bytes);
   return (*seg)->data.data() + (addr - start);
+}
+
+void SimMemory::ClaimForOverwrite(Segment& seg, uint64_t lo, uint64_t hi, bool populate) {
+  // Pages the range covers whole are claimed unfilled; the pages at its ends, covered in part,
+  // keep fresh bytes beside the written ones, so they are filled first.
+  const uint64_t first_whole = RoundUp(lo, kFreshPage) / kFreshPage, last_whole = hi / kFreshPage;
+  if (first_whole >= last_whole) {
+    FillFresh(seg, lo, hi);
+  } else {
+    FillFresh(seg, lo, first_whole * kFreshPage);
+    FillFresh(seg, last_whole * kFreshPage, hi);
+    TakeFresh(seg, first_whole, last_whole, /*fill=*/false, populate);
+  }
 }
 
 absl::StatusOr<uint8_t*> SimMemory::BytesToOverwrite(uint64_t addr, uint64_t bytes) {
@@ -231,17 +271,109 @@ absl::StatusOr<uint8_t*> SimMemory::BytesToOverwrite(uint64_t addr, uint64_t byt
   if (!seg.ok()) return seg.status();
   const uint64_t start = std::prev(segments_.upper_bound(addr))->first;
   const uint64_t lo = addr - start, hi = lo + bytes;
-  // Pages the range covers whole are claimed unfilled; the pages at its ends, covered in part,
-  // keep fresh bytes beside the written ones, so they are filled first.
-  const uint64_t first_whole = RoundUp(lo, kFreshPage) / kFreshPage, last_whole = hi / kFreshPage;
-  if (first_whole >= last_whole) {
-    FillFresh(**seg, lo, hi);
-  } else {
-    FillFresh(**seg, lo, first_whole * kFreshPage);
-    FillFresh(**seg, last_whole * kFreshPage, hi);
-    TakeFresh(**seg, first_whole, last_whole, /*fill=*/false);
-  }
+  ClaimForOverwrite(**seg, lo, hi, /*populate=*/true);
+  DropLazy(**seg, lo, hi);
   return (*seg)->data.data() + lo;
+}
+
+void SimMemory::DropLazy(Segment& seg, uint64_t lo, uint64_t hi) {
+  if (seg.lazy.empty() || lo >= hi) return;
+  auto it = seg.lazy.upper_bound(lo);
+  if (it != seg.lazy.begin() && std::prev(it)->second.end > lo) --it;
+  while (it != seg.lazy.end() && it->first < hi) {
+    const uint64_t start = it->first;
+    Segment::Lazy range = std::move(it->second);
+    it = seg.lazy.erase(it);
+    if (start < lo) seg.lazy.emplace(start, Segment::Lazy{lo, range.content, range.offset});
+    if (range.end > hi) {
+      it = seg.lazy
+               .emplace(hi, Segment::Lazy{range.end, std::move(range.content),
+                                          range.offset + (hi - start)})
+               .first;
+      ++it;
+    }
+  }
+}
+
+void SimMemory::Materialize(Segment& seg, uint64_t lo, uint64_t hi) {
+  if (seg.lazy.empty() || lo >= hi) return;
+  auto it = seg.lazy.upper_bound(lo);
+  if (it != seg.lazy.begin() && std::prev(it)->second.end > lo) --it;
+  bool any = false;
+  for (; it != seg.lazy.end() && it->first < hi; ++it) {
+    const uint64_t from = std::max(lo, it->first), to = std::min(hi, it->second.end);
+    Generate(*it->second.content, it->second.offset + (from - it->first), to - from,
+             seg.data.data() + from);
+    any = true;
+  }
+  if (any) DropLazy(seg, lo, hi);
+}
+
+absl::Status SimMemory::WriteLazy(uint64_t addr, uint64_t bytes,
+                                  std::shared_ptr<const GeneratedContent> content,
+                                  uint64_t offset) {
+  absl::StatusOr<Segment*> seg = PayloadSegment(addr, bytes);
+  if (!seg.ok()) return seg.status();
+  const uint64_t start = std::prev(segments_.upper_bound(addr))->first;
+  const uint64_t lo = addr - start, hi = lo + bytes;
+  if (lo == hi) return absl::OkStatus();
+  ClaimForOverwrite(**seg, lo, hi, /*populate=*/false);
+  DropLazy(**seg, lo, hi);
+  (*seg)->lazy.emplace(lo, Segment::Lazy{hi, std::move(content), offset});
+  return absl::OkStatus();
+}
+
+absl::Status SimMemory::CopyOut(uint64_t addr, uint64_t bytes, uint8_t* out) {
+  absl::StatusOr<Segment*> seg = PayloadSegment(addr, bytes);
+  if (!seg.ok()) return seg.status();
+  const uint64_t start = std::prev(segments_.upper_bound(addr))->first;
+  Segment& sg = **seg;
+  const uint64_t lo = addr - start, hi = lo + bytes;
+  // Written (or fresh) bytes from memory, lazy ones generated.
+  const auto plain = [&](uint64_t from, uint64_t to) {
+    if (from >= to) return;
+    FillFresh(sg, from, to);
+    std::memcpy(out + (from - lo), sg.data.data() + from, to - from);
+  };
+  uint64_t at = lo;
+  auto it = sg.lazy.upper_bound(lo);
+  if (it != sg.lazy.begin() && std::prev(it)->second.end > lo) --it;
+  for (; it != sg.lazy.end() && it->first < hi; ++it) {
+    const uint64_t from = std::max(lo, it->first), to = std::min(hi, it->second.end);
+    plain(at, from);
+    Generate(*it->second.content, it->second.offset + (from - it->first), to - from,
+             out + (from - lo));
+    at = to;
+  }
+  plain(at, hi);
+  return absl::OkStatus();
+}
+
+std::pair<uint64_t, const SimMemory::Segment*> SimMemory::SegmentAt(uint64_t addr) const {
+  auto it = std::prev(segments_.upper_bound(addr));
+  return {it->first, &it->second};
+}
+
+bool SimMemory::HasLazy(uint64_t addr, uint64_t bytes) const {
+  if (!with_payload_ || !CheckRange(addr, bytes).ok()) return false;
+  const auto [start, seg] = SegmentAt(addr);
+  if (seg->lazy.empty()) return false;
+  const uint64_t lo = addr - start, hi = lo + bytes;
+  auto it = seg->lazy.upper_bound(lo);
+  if (it != seg->lazy.begin() && std::prev(it)->second.end > lo) return true;
+  return it != seg->lazy.end() && it->first < hi;
+}
+
+std::optional<std::pair<std::shared_ptr<const GeneratedContent>, uint64_t>> SimMemory::WholeLazy(
+    uint64_t addr, uint64_t bytes) const {
+  if (!with_payload_ || bytes == 0 || !CheckRange(addr, bytes).ok()) return std::nullopt;
+  const auto [start, seg] = SegmentAt(addr);
+  const uint64_t lo = addr - start, hi = lo + bytes;
+  auto it = seg->lazy.upper_bound(lo);
+  if (it == seg->lazy.begin()) return std::nullopt;
+  --it;
+  if (it->second.end < hi) return std::nullopt;
+  return std::make_pair(it->second.content, it->second.offset + (lo - it->first));
 }
 
 uint64_t SimMemory::fresh_pages() const {

@@ -7,6 +7,11 @@
 // before it (Bytes); a write that covers whole pages claims them unfilled (BytesToOverwrite). Most
 // bytes are written before anything reads them, so most are never filled, and untouched pages
 // cost no host memory.
+//
+// Generated content (Device::WriteGenerated, a seeded fill) is lazy: the range records what it
+// holds and its bytes are produced only when read. A read through Bytes materializes the piece
+// it reads; CopyOut generates it into the reader's buffer instead, so a fill that is only ever
+// copied or reduced from never costs host memory; a write over it forgets it.
 #ifndef DMALAB_SIM_SIM_MEMORY_H_
 #define DMALAB_SIM_SIM_MEMORY_H_
 
@@ -14,6 +19,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -26,6 +32,8 @@
 #include "sim/host_block_pool.h"
 
 namespace dmalab {
+
+class GeneratedContent;  // common/core/device.h
 
 // What the allocator knows of one allocation, live or freed.
 struct AllocationInfo {
@@ -65,6 +73,20 @@ class SimMemory {
   // As Bytes, for a caller that writes every byte of the range before it reads any: the range's
   // fresh bytes are not filled (those of a page it covers only in part are).
   absl::StatusOr<uint8_t*> BytesToOverwrite(uint64_t addr, uint64_t bytes);
+
+  // Makes [addr, addr + bytes) hold bytes [offset, offset + bytes) of `content`, produced only
+  // when read; as BytesToOverwrite, an error when the range is not in one segment with payload.
+  absl::Status WriteLazy(uint64_t addr, uint64_t bytes,
+                         std::shared_ptr<const GeneratedContent> content, uint64_t offset);
+  // Copies [addr, addr + bytes) to `out` (outside this memory), as memcpy from Bytes would, but
+  // generating lazy bytes into `out` rather than materializing them here.
+  absl::Status CopyOut(uint64_t addr, uint64_t bytes, uint8_t* out);
+  // Whether any byte of [addr, addr + bytes) is lazy (the range in one segment).
+  bool HasLazy(uint64_t addr, uint64_t bytes) const;
+  // When every byte of [addr, addr + bytes) is lazy from one content, contiguously: the content
+  // and the offset of addr's byte in it.
+  std::optional<std::pair<std::shared_ptr<const GeneratedContent>, uint64_t>> WholeLazy(
+      uint64_t addr, uint64_t bytes) const;
 
   // The allocation `id` of this rank, live or freed; null for an id this rank never handed
   // out, and for one freed so long ago that its record was dropped (FreedLongAgo).
@@ -120,9 +142,28 @@ class SimMemory {
     // Bit p set: page p was never written and holds no fresh bytes yet (values fidelity).
     std::vector<uint64_t> fresh;
     uint64_t fresh_count = 0;
+    // Lazy ranges by start offset in the segment: [start, end) holds the content's bytes from
+    // `offset` on. Disjoint. Their pages are not fresh, and are populated only when read.
+    struct Lazy {
+      uint64_t end;
+      std::shared_ptr<const GeneratedContent> content;
+      uint64_t offset;
+    };
+    std::map<uint64_t, Lazy> lazy;
   };
-  // Marks the fresh pages among pages [first, last) written, filling them when `fill`.
-  static void TakeFresh(Segment& seg, uint64_t first, uint64_t last, bool fill);
+  // Marks the fresh pages among pages [first, last) written, filling them when `fill`; the pages
+  // are populated first unless `populate` is false.
+  static void TakeFresh(Segment& seg, uint64_t first, uint64_t last, bool fill,
+                        bool populate = true);
+  // Forgets the lazy bytes among [lo, hi) (offsets in the segment), keeping the rest of each range.
+  static void DropLazy(Segment& seg, uint64_t lo, uint64_t hi);
+  // Produces the lazy bytes among [lo, hi) in place, and forgets them as lazy.
+  static void Materialize(Segment& seg, uint64_t lo, uint64_t hi);
+  // Fills the partial pages at the ends of [lo, hi) if fresh, claims its whole pages (filled
+  // never; populated when `populate`): for a range about to be written whole.
+  static void ClaimForOverwrite(Segment& seg, uint64_t lo, uint64_t hi, bool populate);
+  // The segment holding addr (CheckRange passed) and its start.
+  std::pair<uint64_t, const Segment*> SegmentAt(uint64_t addr) const;
   // Fills the fresh pages among bytes [lo, hi) (offsets in the segment) and marks them written.
   static void FillFresh(Segment& seg, uint64_t lo, uint64_t hi);
   // The segment holding [addr, addr + bytes) with its payload, or why there is none.

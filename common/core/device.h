@@ -9,8 +9,10 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -53,6 +55,18 @@ inline constexpr size_t kIpcHandleBytes = 128;
 struct IpcHandle {
   std::array<uint8_t, kIpcHandleBytes> bytes{};
   bool operator==(const IpcHandle&) const = default;
+};
+
+// Content that a device may produce when it is read rather than when it is written
+// (Device::WriteGenerated): a deterministic function of the byte offset, as a seeded fill is.
+class GeneratedContent {
+ public:
+  virtual ~GeneratedContent() = default;
+  // The content's bytes come in units of this many (its element size, at most 64).
+  virtual uint64_t grain() const = 0;
+  // Writes bytes [offset, offset + out.size()) of the content; offset and out.size() are
+  // multiples of grain().
+  virtual void Generate(uint64_t offset, absl::Span<uint8_t> out) const = 0;
 };
 
 class Device {
@@ -126,6 +140,15 @@ class Device {
   // Host access; both complete all enqueued work first.
   virtual absl::Status Write(const MemRef& dst, absl::Span<const uint8_t> bytes) = 0;
   virtual absl::Status Read(const MemRef& src, absl::Span<uint8_t> bytes) = 0;
+  // As Write of dst.bytes bytes of `content` (a multiple of its grain): every later read sees
+  // exactly those bytes. A device may produce them only when something reads them, and never
+  // hold what nothing reads (the simulator does); by default it generates them and writes.
+  virtual absl::Status WriteGenerated(const MemRef& dst,
+                                      std::shared_ptr<const GeneratedContent> content) {
+    std::vector<uint8_t> bytes(dst.bytes);
+    content->Generate(0, absl::MakeSpan(bytes));
+    return Write(dst, bytes);
+  }
 
   // Fidelity. A device holds values unless it says otherwise. A shadow device (the simulator's
   // shadow fidelity) keeps no payload, only where each byte came from (common/core/provenance.h):

@@ -37,24 +37,26 @@ constexpr int64_t kBlock = 64;
 // Elements [first, first + n) of a dtype buffer.
 template <bool kInteger>
 [[gnu::always_inline]] inline void Block(DType dtype, int64_t base, uint64_t range, double lo,
-                                         double scale, uint64_t key, int64_t first, int64_t n,
-                                         uint8_t* __restrict out) {
+                                         double scale, uint64_t key, int64_t origin, int64_t first,
+                                         int64_t n, uint8_t* __restrict out) {
   switch (dtype) {
     case DType::kBF16:
       for (int64_t j = 0; j < n; ++j) {
-        const uint16_t h = FloatToBF16(Value(kInteger, base, range, lo, scale, key, first + j));
+        const uint16_t h =
+            FloatToBF16(Value(kInteger, base, range, lo, scale, key, origin + first + j));
         std::memcpy(out + 2 * (first + j), &h, 2);
       }
       return;
     case DType::kFP16:
       for (int64_t j = 0; j < n; ++j) {
-        const uint16_t h = FloatToFP16(Value(kInteger, base, range, lo, scale, key, first + j));
+        const uint16_t h =
+            FloatToFP16(Value(kInteger, base, range, lo, scale, key, origin + first + j));
         std::memcpy(out + 2 * (first + j), &h, 2);
       }
       return;
     case DType::kFP32:
       for (int64_t j = 0; j < n; ++j) {
-        const float v = Value(kInteger, base, range, lo, scale, key, first + j);
+        const float v = Value(kInteger, base, range, lo, scale, key, origin + first + j);
         std::memcpy(out + 4 * (first + j), &v, 4);
       }
       return;
@@ -63,33 +65,33 @@ template <bool kInteger>
 
 template <bool kInteger>
 [[gnu::always_inline]] inline void FillAll(DType dtype, double lo, double hi, uint64_t key,
-                                           int64_t elems, uint8_t* out) {
+                                           int64_t origin, int64_t elems, uint8_t* out) {
   const uint64_t range =
       kInteger ? static_cast<uint64_t>(static_cast<int64_t>(hi) - static_cast<int64_t>(lo)) + 1 : 0;
   const int64_t base = kInteger ? static_cast<int64_t>(lo) : 0;
   const double scale = (hi - lo) / 16777216.0;
   int64_t first = 0;
   for (; first + kBlock <= elems; first += kBlock) {
-    Block<kInteger>(dtype, base, range, lo, scale, key, first, kBlock, out);
+    Block<kInteger>(dtype, base, range, lo, scale, key, origin, first, kBlock, out);
   }
-  Block<kInteger>(dtype, base, range, lo, scale, key, first, elems - first, out);
+  Block<kInteger>(dtype, base, range, lo, scale, key, origin, first, elems - first, out);
 }
 
 [[gnu::always_inline]] inline void Fill(DType dtype, FillKind kind, double lo, double hi,
-                                        uint64_t key, int64_t elems, uint8_t* out) {
-  if (kind == FillKind::kInt) return FillAll<true>(dtype, lo, hi, key, elems, out);
-  FillAll<false>(dtype, lo, hi, key, elems, out);
+                                        uint64_t key, int64_t origin, int64_t elems, uint8_t* out) {
+  if (kind == FillKind::kInt) return FillAll<true>(dtype, lo, hi, key, origin, elems, out);
+  FillAll<false>(dtype, lo, hi, key, origin, elems, out);
 }
 
-void FillPortable(DType dtype, FillKind kind, double lo, double hi, uint64_t key, int64_t elems,
-                  uint8_t* base) {
-  Fill(dtype, kind, lo, hi, key, elems, base);
+void FillPortable(DType dtype, FillKind kind, double lo, double hi, uint64_t key, int64_t origin,
+                  int64_t elems, uint8_t* base) {
+  Fill(dtype, kind, lo, hi, key, origin, elems, base);
 }
 
 #ifdef DMALAB_HOST_AVX512
 DMALAB_AVX512_TARGET void FillAvx512(DType dtype, FillKind kind, double lo, double hi, uint64_t key,
-                                     int64_t elems, uint8_t* out) {
-  Fill(dtype, kind, lo, hi, key, elems, out);
+                                     int64_t origin, int64_t elems, uint8_t* out) {
+  Fill(dtype, kind, lo, hi, key, origin, elems, out);
 }
 #endif
 
@@ -97,13 +99,15 @@ DMALAB_AVX512_TARGET void FillAvx512(DType dtype, FillKind kind, double lo, doub
 // in both copies).
 // Blocks of kBlock, as the fills: a fixed trip count that GCC vectorizes at -O2.
 [[gnu::always_inline]] inline void Accumulate(double lo, double hi, uint64_t key, int64_t coeff,
-                                              int64_t elems, int64_t* __restrict acc) {
+                                              int64_t origin, int64_t elems,
+                                              int64_t* __restrict acc) {
   const uint64_t range =
       static_cast<uint64_t>(static_cast<int64_t>(hi) - static_cast<int64_t>(lo)) + 1;
   const int64_t base = static_cast<int64_t>(lo);
   const auto block = [&](int64_t first, int64_t n) {
     for (int64_t j = 0; j < n; ++j) {
-      const uint64_t u = SplitMix64(key + static_cast<uint64_t>(first + j) * 0x9E3779B97F4A7C15ull);
+      const uint64_t u =
+          SplitMix64(key + static_cast<uint64_t>(origin + first + j) * 0x9E3779B97F4A7C15ull);
       acc[first + j] += coeff * (base + static_cast<int64_t>(((u >> 32) * range) >> 32));
     }
   };
@@ -114,8 +118,8 @@ DMALAB_AVX512_TARGET void FillAvx512(DType dtype, FillKind kind, double lo, doub
 
 #ifdef DMALAB_HOST_AVX512
 DMALAB_AVX512_TARGET void AccumulateAvx512(double lo, double hi, uint64_t key, int64_t coeff,
-                                           int64_t elems, int64_t* acc) {
-  Accumulate(lo, hi, key, coeff, elems, acc);
+                                           int64_t origin, int64_t elems, int64_t* acc) {
+  Accumulate(lo, hi, key, coeff, origin, elems, acc);
 }
 #endif
 
@@ -123,26 +127,37 @@ DMALAB_AVX512_TARGET void AccumulateAvx512(double lo, double hi, uint64_t key, i
 
 void FillElements(DType dtype, FillKind kind, double lo, double hi, uint64_t key,
                   absl::Span<uint8_t> out) {
+  FillElements(dtype, kind, lo, hi, key, 0, out);
+}
+
+void FillElements(DType dtype, FillKind kind, double lo, double hi, uint64_t key, int64_t first,
+                  absl::Span<uint8_t> out) {
   const int64_t elems = static_cast<int64_t>(out.size()) / DTypeBytes(dtype);
 #ifdef DMALAB_HOST_AVX512
-  if (HostHasAvx512()) return FillAvx512(dtype, kind, lo, hi, key, elems, out.data());
+  if (HostHasAvx512()) return FillAvx512(dtype, kind, lo, hi, key, first, elems, out.data());
 #endif
-  FillPortable(dtype, kind, lo, hi, key, elems, out.data());
+  FillPortable(dtype, kind, lo, hi, key, first, elems, out.data());
 }
 
 void FillElementsPortable(DType dtype, FillKind kind, double lo, double hi, uint64_t key,
                           absl::Span<uint8_t> out) {
-  FillPortable(dtype, kind, lo, hi, key, static_cast<int64_t>(out.size()) / DTypeBytes(dtype),
+  FillPortable(dtype, kind, lo, hi, key, 0, static_cast<int64_t>(out.size()) / DTypeBytes(dtype),
                out.data());
 }
 
 void AccumulateIntFill(double lo, double hi, uint64_t key, int64_t coeff, absl::Span<int64_t> acc) {
+  AccumulateIntFill(lo, hi, key, coeff, 0, acc);
+}
+
+void AccumulateIntFill(double lo, double hi, uint64_t key, int64_t coeff, int64_t first,
+                       absl::Span<int64_t> acc) {
 #ifdef DMALAB_HOST_AVX512
   if (HostHasAvx512()) {
-    return AccumulateAvx512(lo, hi, key, coeff, static_cast<int64_t>(acc.size()), acc.data());
+    return AccumulateAvx512(lo, hi, key, coeff, first, static_cast<int64_t>(acc.size()),
+                            acc.data());
   }
 #endif
-  Accumulate(lo, hi, key, coeff, static_cast<int64_t>(acc.size()), acc.data());
+  Accumulate(lo, hi, key, coeff, first, static_cast<int64_t>(acc.size()), acc.data());
 }
 
 int64_t ExactIntegerLimit(DType dtype) {

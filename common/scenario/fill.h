@@ -44,6 +44,10 @@ uint64_t FillKey(uint64_t scenario_seed, uint64_t step_seed, int rank);
 // vector instructions.
 void FillElements(DType dtype, FillKind kind, double lo, double hi, uint64_t key,
                   absl::Span<uint8_t> out);
+// The same for elements [first, first + out.size() / DTypeBytes(dtype)) of the fill: any piece
+// of a fill, generated alone, holds the bytes it holds in the whole.
+void FillElements(DType dtype, FillKind kind, double lo, double hi, uint64_t key, int64_t first,
+                  absl::Span<uint8_t> out);
 // FillElements without vector instructions beyond the build's baseline: the same bytes (tests
 // compare the two).
 void FillElementsPortable(DType dtype, FillKind kind, double lo, double hi, uint64_t key,
@@ -53,6 +57,10 @@ void FillElementsPortable(DType dtype, FillKind kind, double lo, double hi, uint
 // this key (the same generator as FillElements): how the replay computes exact expected sums
 // without reading the device (common/scenario/known_values.h).
 void AccumulateIntFill(double lo, double hi, uint64_t key, int64_t coeff, absl::Span<int64_t> acc);
+// The same for elements [first, first + acc.size()) of the fill: acc[i] += coeff * v_(first + i),
+// so that a long tensor's sums can be computed a cache-sized piece at a time.
+void AccumulateIntFill(double lo, double hi, uint64_t key, int64_t coeff, int64_t first,
+                       absl::Span<int64_t> acc);
 
 // The largest integer magnitude every smaller integer of which dtype represents exactly:
 // 256 for bf16, 2048 for fp16, 2^24 for fp32.

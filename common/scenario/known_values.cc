@@ -87,11 +87,11 @@ KnownValues KnownValues::Select(const KnownValues& old, const KnownValues& updat
   return k;
 }
 
-void KnownValues::Exact(int rank, absl::Span<int64_t> acc) const {
+void KnownValues::Exact(int rank, int64_t first, absl::Span<int64_t> acc) const {
   std::fill(acc.begin(), acc.end(), 0);
   for (const auto& [fill, coeff] : *ranks_[rank]) {
     AccumulateIntFill(static_cast<double>(fill.lo), static_cast<double>(fill.hi), fill.key, coeff,
-                      acc);
+                      first, acc);
   }
 }
 

@@ -62,7 +62,9 @@ class KnownValues {
   // Whether ranks r and q have the same exact value (the same terms); exact() only.
   bool SameAs(int r, int q) const { return ranks_[r] == ranks_[q]; }
   // acc[i] = rank r's exact value of element i, for i < acc.size(); exact() only.
-  void Exact(int rank, absl::Span<int64_t> acc) const;
+  void Exact(int rank, absl::Span<int64_t> acc) const { Exact(rank, 0, acc); }
+  // acc[i] = rank r's exact value of element first + i, for i < acc.size(); exact() only.
+  void Exact(int rank, int64_t first, absl::Span<int64_t> acc) const;
 
  private:
   // One integer fill of one rank: its generator key and range.

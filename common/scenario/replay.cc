@@ -92,10 +92,30 @@ struct Contents {
   Provenance provenance;
 };
 
+// A fill's bytes, any piece of them generated alone (FillElements): written with
+// Device::WriteGenerated, so a device that can produces them only where they are read.
+class FillContent : public GeneratedContent {
+ public:
+  FillContent(DType dtype, FillKind kind, double lo, double hi, uint64_t key)
+      : dtype_(dtype), kind_(kind), lo_(lo), hi_(hi), key_(key) {}
+  uint64_t grain() const override { return static_cast<uint64_t>(DTypeBytes(dtype_)); }
+  void Generate(uint64_t offset, absl::Span<uint8_t> out) const override {
+    FillElements(dtype_, kind_, lo_, hi_, key_, static_cast<int64_t>(offset / grain()), out);
+  }
+
+ private:
+  DType dtype_;
+  FillKind kind_;
+  double lo_, hi_;
+  uint64_t key_;
+};
+
 // A retained value: the snapshot of every rank and the most elements seen changed per rank.
 struct Retention {
   std::string origin;
-  std::vector<Contents> snapshot;
+  // By rank. Ranks whose bytes are equal share one snapshot: a retained all-reduce output is
+  // usually the same on every rank, and one copy costs a quarter of the host memory of four.
+  std::vector<std::shared_ptr<Contents>> snapshot;
   std::vector<int64_t> max_changed;
 };
 
@@ -271,8 +291,12 @@ class Replayer {
   std::map<std::string, size_t> group_of_;  // step_id + signature -> index in r_.groups
   bool values_ = true;                      // the device holds values (else provenance only)
   Contents buf_, buf0_;
-  std::vector<int64_t> expected_;        // an output's exact values (CheckOutput)
-  std::vector<uint8_t> expected_bytes_;  // expected_ in the output's dtype, when exact there
+  // A piece of an output's exact values (CheckOutput), kExactChunk elements at most: computed a
+  // piece at a time, so that they stay in cache and cost no memory of the tensor's size.
+  std::vector<int64_t> expected_;
+  // An output's exact values in its dtype, when exact there (EncodeKnown).
+  std::vector<uint8_t, UninitializedAllocator<uint8_t>> expected_bytes_;
+  void EncodeKnown(const KnownValues& known, int rank, DType dtype, int64_t elems);
   std::vector<Contents> snapshot_pool_;
   std::map<std::string, CapturedGraph> graphs_;
   CapturedGraph* capturing_ = nullptr;  // the graph a capture_graph step is recording
@@ -668,9 +692,8 @@ absl::Status Replayer::Fill(const Step& step) {
       if (absl::Status s = d_->WriteShadow(mem, content); !s.ok()) return Failed(s);
       continue;
     }
-    buf_.bytes.resize(decl.bytes());
-    FillElements(decl.dtype, step.fill_kind, step.lo, step.hi, key, absl::MakeSpan(buf_.bytes));
-    if (absl::Status s = d_->Write(mem, buf_.bytes); !s.ok()) return Failed(s);
+    auto content = std::make_shared<FillContent>(decl.dtype, step.fill_kind, step.lo, step.hi, key);
+    if (absl::Status s = d_->WriteGenerated(mem, std::move(content)); !s.ok()) return Failed(s);
   }
   return absl::OkStatus();
 }
@@ -786,10 +809,11 @@ struct ValueCheck {
   float got = 0, want = 0;
 };
 
-// `values`, integers that `dtype` holds exactly, as elements of `dtype`.
-void EncodeExact(DType dtype, absl::Span<const int64_t> values, std::vector<uint8_t>* bytes) {
-  bytes->resize(values.size() * DTypeBytes(dtype));
-  uint8_t* out = bytes->data();
+// Elements of the exact values computed at once: 512 KiB of int64, within a core's L2.
+constexpr int64_t kExactChunk = int64_t{1} << 16;
+
+// `values`, integers that `dtype` holds exactly, as elements of `dtype` at `out`.
+void EncodeExact(DType dtype, absl::Span<const int64_t> values, uint8_t* out) {
   const auto encode = [&](auto convert, int width) {
     for (size_t i = 0; i < values.size(); ++i) {
       const auto e = convert(static_cast<float>(values[i]));
@@ -806,6 +830,16 @@ void EncodeExact(DType dtype, absl::Span<const int64_t> values, std::vector<uint
   }
 }
 
+void Replayer::EncodeKnown(const KnownValues& known, int rank, DType dtype, int64_t elems) {
+  const int width = DTypeBytes(dtype);
+  expected_bytes_.resize(static_cast<size_t>(elems) * width);
+  for (int64_t first = 0; first < elems; first += kExactChunk) {
+    expected_.resize(std::min(kExactChunk, elems - first));
+    known.Exact(rank, first, absl::MakeSpan(expected_));
+    EncodeExact(dtype, expected_, expected_bytes_.data() + first * width);
+  }
+}
+
 absl::Status Replayer::CheckOutput(AllReduceRecord rec, LiveTensor& out) {
   const DType dtype = out.decl->dtype;
   // Only a device with values can say; a shadow device's provenance has no numbers.
@@ -818,13 +852,11 @@ absl::Status Replayer::CheckOutput(AllReduceRecord rec, LiveTensor& out) {
     const int64_t elems = out.decl->elems();
     if (check_sum) {
       if (expected_rank < 0 || !out.known.SameAs(expected_rank, rank)) {
-        expected_.resize(elems);
-        out.known.Exact(rank, absl::MakeSpan(expected_));
         expected_rank = rank;
         // Exact values lie within the dtype's exact integer range (KnownValues' rule); the
         // check says so rather than trust it.
         encoded = out.known.bound() <= static_cast<double>(ExactIntegerLimit(dtype));
-        if (encoded) EncodeExact(dtype, expected_, &expected_bytes_);
+        if (encoded) EncodeKnown(out.known, rank, dtype, elems);
       }
       // Usually every byte is the exact sum's: one comparison of the buffers says so, and then
       // every value is finite too. Otherwise (a wrong value, or a -0 that compares equal to 0)
@@ -834,10 +866,15 @@ absl::Status Replayer::CheckOutput(AllReduceRecord rec, LiveTensor& out) {
         return;
       }
       ValueCheck& w = wrong[rank];
-      for (int64_t i = 0; i < elems; ++i) {
-        const float got = LoadAsFloat(dtype, c.bytes.data(), i);
-        if (got == static_cast<float>(expected_[i])) continue;
-        if (w.count++ == 0) w = ValueCheck{1, i, got, static_cast<float>(expected_[i])};
+      for (int64_t first = 0; first < elems; first += kExactChunk) {
+        expected_.resize(std::min(kExactChunk, elems - first));
+        out.known.Exact(rank, first, absl::MakeSpan(expected_));
+        for (size_t j = 0; j < expected_.size(); ++j) {
+          const int64_t i = first + static_cast<int64_t>(j);
+          const float got = LoadAsFloat(dtype, c.bytes.data(), i);
+          if (got == static_cast<float>(expected_[j])) continue;
+          if (w.count++ == 0) w = ValueCheck{1, i, got, static_cast<float>(expected_[j])};
+        }
       }
     }
     if (check_finite) {
@@ -935,15 +972,32 @@ absl::Status Replayer::Retain(const Step& step) {
   Retention ret;
   ret.origin = step_text_;
   ret.snapshot.resize(s_.world);
-  // Reuse the buffers of ended retentions: zero-filling fresh ones costs as much as the copy.
-  for (Contents& buf : ret.snapshot) {
-    if (snapshot_pool_.empty()) break;
-    buf = std::move(snapshot_pool_.back());
-    snapshot_pool_.pop_back();
-  }
   ret.max_changed.assign(s_.world, 0);
+  std::vector<Contents*> distinct;
   for (int rank = 0; rank < s_.world; ++rank) {
-    if (absl::Status s = ReadInto(t.views[rank], &ret.snapshot[rank]); !s.ok()) return s;
+    // Read into buf_, then keep its buffer (or share an equal one): no copy. Buffers of ended
+    // retentions are reused, so a replay that retains often maps no new host memory for it.
+    if (absl::Status s = ReadInto(t.views[rank], &buf_); !s.ok()) return s;
+    if (values_) {
+      auto same = std::find_if(distinct.begin(), distinct.end(), [&](const Contents* c) {
+        return c->bytes.size() == buf_.bytes.size() &&
+               std::memcmp(c->bytes.data(), buf_.bytes.data(), buf_.bytes.size()) == 0;
+      });
+      if (same != distinct.end()) {
+        for (int q = 0; q < rank; ++q) {
+          if (ret.snapshot[q].get() == *same) ret.snapshot[rank] = ret.snapshot[q];
+        }
+        continue;
+      }
+    }
+    auto kept = std::make_shared<Contents>();
+    if (!snapshot_pool_.empty()) {
+      *kept = std::move(snapshot_pool_.back());
+      snapshot_pool_.pop_back();
+    }
+    std::swap(*kept, buf_);
+    distinct.push_back(kept.get());
+    ret.snapshot[rank] = std::move(kept);
   }
   r_.retained_elems += t.decl->elems();
   retained_[step.tensor] = std::move(ret);
@@ -953,7 +1007,10 @@ absl::Status Replayer::Retain(const Step& step) {
 void Replayer::EndRetention(const std::string& name) {
   auto it = retained_.find(name);
   if (it == retained_.end()) return;
-  for (Contents& buf : it->second.snapshot) snapshot_pool_.push_back(std::move(buf));
+  std::set<Contents*> returned;
+  for (const std::shared_ptr<Contents>& buf : it->second.snapshot) {
+    if (returned.insert(buf.get()).second) snapshot_pool_.push_back(std::move(*buf));
+  }
   retained_.erase(it);
 }
 
@@ -963,7 +1020,7 @@ absl::Status Replayer::VerifyRetained() {
     for (int rank = 0; rank < s_.world; ++rank) {
       if (absl::Status s = ReadInto(t.views[rank], &buf_); !s.ok()) return s;
       int64_t first = 0;
-      const int64_t changed = CountChanged(ret.snapshot[rank], buf_, t.decl->dtype, &first);
+      const int64_t changed = CountChanged(*ret.snapshot[rank], buf_, t.decl->dtype, &first);
       if (changed > 0) Forget(name);
       if (changed <= ret.max_changed[rank]) continue;
       if (ret.max_changed[rank] == 0) {
@@ -973,7 +1030,7 @@ absl::Status Replayer::VerifyRetained() {
         f.of_elems = t.decl->elems();
         f.detail = absl::StrFormat(
             "retained '%s' (retained by %s) changed in %d of %d elements; %s", name, ret.origin,
-            changed, t.decl->elems(), FirstChange(ret.snapshot[rank], buf_, t.decl->dtype, first));
+            changed, t.decl->elems(), FirstChange(*ret.snapshot[rank], buf_, t.decl->dtype, first));
         AddFinding(std::move(f));
       }
       r_.retained_mismatches_by_rank[rank] += changed - ret.max_changed[rank];

@@ -79,7 +79,7 @@ TEST(RunOrderedTest, AStopEndsTheConsumptionAtOnce) {
   }
 }
 
-TEST(RunOrderedTest, JobsStartAtMostTheThreadsAheadOfConsumption) {
+TEST(RunOrderedTest, JobsStartAtMostTheLookaheadAheadOfConsumption) {
   constexpr int kJobs = 3;
   std::mutex mu;
   int64_t consumed = 0, farthest_ahead = 0, started = 0;
@@ -100,7 +100,7 @@ TEST(RunOrderedTest, JobsStartAtMostTheThreadsAheadOfConsumption) {
         return Consumed::kContinue;
       });
   EXPECT_EQ(started, 200);
-  EXPECT_LT(farthest_ahead, kJobs);
+  EXPECT_LT(farthest_ahead, kLookahead * kJobs);
 }
 
 TEST(RunOrderedTest, NoJobsIsNothingToDo) {

@@ -7,10 +7,12 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <set>
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "common/core/device.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sim/host_block_pool.h"
@@ -180,6 +182,64 @@ TEST(SimMemoryFreshTest, FreedAndReusedBlocksKeepTheirBytesAsACachingAllocatorDo
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(b->addr, a->addr);
   EXPECT_EQ(ReadBack(m, b->addr, 1024), std::vector<uint8_t>(1024, 7));
+}
+
+// Byte i of the content is (i * 7 + 3) mod 251, produced two bytes at a time.
+class CountingContent : public GeneratedContent {
+ public:
+  uint64_t grain() const override { return 2; }
+  void Generate(uint64_t offset, absl::Span<uint8_t> out) const override {
+    EXPECT_EQ(offset % 2, 0u);
+    EXPECT_EQ(out.size() % 2, 0u);
+    for (size_t i = 0; i < out.size(); ++i) out[i] = Byte(offset + i);
+  }
+  static uint8_t Byte(uint64_t i) { return static_cast<uint8_t>((i * 7 + 3) % 251); }
+};
+
+std::vector<uint8_t> Expected(uint64_t offset, uint64_t bytes) {
+  std::vector<uint8_t> v(bytes);
+  for (uint64_t i = 0; i < bytes; ++i) v[i] = CountingContent::Byte(offset + i);
+  return v;
+}
+
+TEST(SimMemoryLazyTest, GeneratedBytesReadAsWrittenAndAreProducedOnlyWhereRead) {
+  SimMemory m(0, 1);
+  const uint64_t page = SimMemory::kFreshPage;
+  absl::StatusOr<MemRef> a = m.Allocate(16 * page, "a");
+  ASSERT_TRUE(a.ok());
+  auto content = std::make_shared<CountingContent>();
+  // From byte 100 to 12 pages + 50 (odd ends), holding the content from byte 1000 on.
+  const uint64_t lo = a->addr + 100, bytes = 12 * page - 50;
+  ASSERT_TRUE(m.WriteLazy(lo, bytes, content, 1000).ok());
+  EXPECT_TRUE(m.HasLazy(lo, 1));
+  EXPECT_FALSE(m.HasLazy(a->addr, 100));
+  // Copied out: the content, fresh bytes around it, nothing materialized.
+  std::vector<uint8_t> out(bytes + 200);
+  ASSERT_TRUE(m.CopyOut(lo - 100, out.size(), out.data()).ok());
+  EXPECT_EQ(std::vector<uint8_t>(out.begin(), out.begin() + 100),
+            std::vector<uint8_t>(100, kFresh));
+  EXPECT_EQ(std::vector<uint8_t>(out.begin() + 100, out.begin() + 100 + bytes),
+            Expected(1000, bytes));
+  EXPECT_EQ(std::vector<uint8_t>(out.begin() + 100 + bytes, out.end()),
+            std::vector<uint8_t>(100, kFresh));
+  EXPECT_TRUE(m.HasLazy(lo, bytes));
+  // A whole lazy piece at an odd offset.
+  auto whole = m.WholeLazy(lo + 3, 5 * page);
+  ASSERT_TRUE(whole.has_value());
+  EXPECT_EQ(whole->second, 1003u);
+  EXPECT_FALSE(m.WholeLazy(lo - 1, 8).has_value());
+  // An overwrite of the middle (odd bytes) keeps the lazy bytes on both sides.
+  absl::StatusOr<uint8_t*> w = m.BytesToOverwrite(lo + 4 * page + 1, 2 * page + 1);
+  ASSERT_TRUE(w.ok());
+  std::memset(*w, 0x11, 2 * page + 1);
+  std::vector<uint8_t> want = Expected(1000, bytes);
+  std::fill(want.begin() + 4 * page + 1, want.begin() + 6 * page + 2, 0x11);
+  ASSERT_TRUE(m.CopyOut(lo, bytes, out.data()).ok());
+  EXPECT_EQ(std::vector<uint8_t>(out.begin(), out.begin() + bytes), want);
+  // Read in place (materialized), odd ends: the same bytes.
+  EXPECT_EQ(ReadBack(m, lo + 1, 7), std::vector<uint8_t>(want.begin() + 1, want.begin() + 8));
+  EXPECT_EQ(ReadBack(m, lo, bytes), want);
+  EXPECT_FALSE(m.HasLazy(lo, bytes));
 }
 
 TEST(HostBlockPoolTest, KeepsNoMoreThanThePeakInUse) {
