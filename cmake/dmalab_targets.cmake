@@ -2,7 +2,7 @@
 # projects (cmake/dmalab_install.cmake).
 #
 # Include paths. In the source tree headers include each other by their path from the repository
-# root ("common/core/device.h"). Installed, the same tree sits under include/dmalab/, and a
+# root ("include/dmalab/device.h"). Installed, the same tree sits under include/dmalab/, and a
 # consumer writes the prefixed path (<dmalab/common/ring/dma_all_reduce.h>); both include/ (for the
 # prefix) and include/dmalab/ (for the headers' own includes) are on the exported include path.
 # The build tree offers the same prefix through build/include/dmalab, a link to the sources, so

@@ -25,7 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "common/core/device.h"
+#include "dmalab/device.h"
 #include "hw/caching_allocator.h"
 #include "hw/cuda_graph.h"
 #include "hw/wait_failure_log.h"

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/core/device.h"
+#include "dmalab/device.h"
 #include "measure/calibration.h"
 #include "measure/device_timer.h"
 

@@ -7,7 +7,7 @@
 #include <functional>
 
 #include "absl/status/statusor.h"
-#include "common/core/device.h"
+#include "dmalab/device.h"
 
 namespace dmalab {
 

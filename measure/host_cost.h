@@ -9,7 +9,7 @@
 #include <string>
 #include <utility>
 
-#include "common/core/device.h"
+#include "dmalab/device.h"
 #include "measure/device_timer.h"
 
 namespace dmalab {

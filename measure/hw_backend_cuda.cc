@@ -1,8 +1,8 @@
 #include <cuda_runtime_api.h>
 
 #include "absl/strings/str_format.h"
+#include "dmalab/hw.h"
 #include "hw/cuda_device.h"
-#include "measure/hw_backend.h"
 
 namespace dmalab {
 

@@ -1,5 +1,5 @@
 // This build has no CUDA backend (no CUDA toolkit was found, or DMALAB_CUDA is off).
-#include "measure/hw_backend.h"
+#include "dmalab/hw.h"
 
 namespace dmalab {
 

@@ -8,7 +8,7 @@
 // Before each enqueued operation (event record and wait, copy, reduce, flag and value kernels)
 // the decorator draws, independently:
 //   - a spin on the operation's stream: a kernel that holds the stream for one of spin_ns
-//     (hw: CudaDevice::Spin through measure/hw_backend.h), with probability spin_percent;
+//     (hw: CudaDevice::Spin through include/dmalab/hw.h), with probability spin_percent;
 //   - a host pause before the call, one of pause_ns, with probability pause_percent.
 // And at every step boundary (SetContext, which the replay calls before each step) the same draws
 // for every rank's compute stream: the ranks' own work, a plugin's native kernels included, then
@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "common/core/device.h"
+#include "dmalab/device.h"
 
 namespace dmalab {
 

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/core/device.h"
 #include "common/ring/ring_plan.h"
+#include "dmalab/device.h"
 #include "measure/device_timer.h"
 
 namespace dmalab {

@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/core/device.h"
 #include "common/core/dtype.h"
 #include "common/plugin/spmd_process.h"
-#include "common/ring/wire.h"
+#include "dmalab/device.h"
+#include "dmalab/wire.h"
 #include "measure/device_timer.h"
 
 namespace dmalab {

@@ -12,8 +12,8 @@
 #include <functional>
 
 #include "absl/status/statusor.h"
-#include "common/scenario/replay.h"
-#include "common/scenario/scenario.h"
+#include "dmalab/replay.h"
+#include "dmalab/scenario.h"
 
 namespace dmalab {
 

@@ -15,7 +15,7 @@
 #include "common/spmd/bootstrap_exchange.h"
 #include "common/spmd/lockstep_device.h"
 #include "common/spmd/lockstep_process.h"
-#include "measure/hw_backend.h"
+#include "dmalab/hw.h"
 #include "runner/launcher.h"
 
 namespace dmalab {

@@ -24,8 +24,8 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
-#include "common/core/device.h"
 #include "common/plugin/spmd_process.h"
+#include "dmalab/device.h"
 
 namespace dmalab {
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "common/scenario/replay.h"
+#include "dmalab/replay.h"
 
 namespace dmalab {
 

@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
-#include "measure/hw_backend.h"
+#include "dmalab/hw.h"
 
 namespace dmalab {
 

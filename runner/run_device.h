@@ -11,8 +11,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "common/core/device.h"
-#include "common/scenario/replay.h"
+#include "dmalab/device.h"
+#include "dmalab/replay.h"
 #include "measure/perturbing_device.h"
 #include "runner/rank_process.h"
 #include "sim/sim_device.h"

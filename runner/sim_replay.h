@@ -9,9 +9,9 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "common/ring/faults.h"
-#include "common/scenario/replay.h"
-#include "common/scenario/scenario.h"
+#include "dmalab/faults.h"
+#include "dmalab/replay.h"
+#include "dmalab/scenario.h"
 #include "runner/host_memory.h"
 #include "runner/isolated_run.h"  // kDefaultHangSeconds
 #include "sim/sim_device.h"

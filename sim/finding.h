@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/core/device_finding.h"
+#include "dmalab/device_finding.h"
 
 namespace dmalab {
 

@@ -17,7 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "common/core/device.h"
+#include "dmalab/device.h"
 
 namespace dmalab {
 

@@ -6,7 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/core/dtype.h"
-#include "common/ring/wire.h"
+#include "dmalab/wire.h"
 #include "sim/topology.h"
 
 namespace dmalab {

@@ -1,5 +1,5 @@
 // The shadow fidelity's memory of one rank (docs/design.md section 6): no payload, only each byte's
-// provenance (common/core/provenance.h), plus the values of the 8-byte words that the host or a
+// provenance (include/dmalab/provenance.h), plus the values of the 8-byte words that the host or a
 // flag kernel wrote, because flag waits must read them to be scheduled.
 //
 // A word's value is known when the host wrote it in a small write, a flag kernel stored it, or a
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/container/btree_map.h"
-#include "common/core/provenance.h"
+#include "dmalab/provenance.h"
 
 namespace dmalab {
 

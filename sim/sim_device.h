@@ -7,7 +7,7 @@
 // bytes and the same findings.
 //
 // Two fidelities. Values: real bytes and the host reference arithmetic, bit-identical to the CUDA
-// kernels. Shadow: no payload, only each byte's provenance (common/core/provenance.h,
+// kernels. Shadow: no payload, only each byte's provenance (include/dmalab/provenance.h,
 // sim/shadow_memory.h), so whole-model scenarios replay in a fraction of the time; Read fails,
 // ReadProvenance and WriteShadow work, and every checker below works the same.
 //
@@ -29,8 +29,8 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "common/core/device.h"
-#include "common/core/provenance.h"
+#include "dmalab/device.h"
+#include "dmalab/provenance.h"
 #include "sim/address_reservations.h"
 #include "sim/finding.h"
 #include "sim/ipc_table.h"

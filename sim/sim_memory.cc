@@ -9,7 +9,7 @@
 #include <limits>
 
 #include "absl/strings/str_format.h"
-#include "common/core/device.h"
+#include "dmalab/device.h"
 
 namespace dmalab {
 namespace {

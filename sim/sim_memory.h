@@ -28,12 +28,12 @@
 
 #include "absl/container/node_hash_map.h"
 #include "absl/status/statusor.h"
-#include "common/core/tensor.h"
+#include "dmalab/tensor.h"
 #include "sim/host_block_pool.h"
 
 namespace dmalab {
 
-class GeneratedContent;  // common/core/device.h
+class GeneratedContent;  // include/dmalab/device.h
 
 // What the allocator knows of one allocation, live or freed.
 struct AllocationInfo {

@@ -119,7 +119,7 @@ std::vector<UplinkUse> RouteBetween(const Topology& topology, int src, int dst);
 // "FILE:LINE:COL: field 'PATH': found WHAT, allowed WHAT".
 absl::StatusOr<Topology> ParseTopology(std::string_view text, std::string_view file);
 // Reads and parses a topology file, within the bounds of every YAML input
-// (common/scenario/yaml_limits.h): a file that cannot be read is NotFound naming the path; a
+// (include/dmalab/yaml_limits.h): a file that cannot be read is NotFound naming the path; a
 // directory or a file of more than 4 MiB (read no further) is InvalidArgument.
 absl::StatusOr<Topology> LoadTopologyFile(const std::string& path);
 

@@ -10,9 +10,9 @@
 
 #include "benchmark/benchmark.h"
 #include "common/core/codec.h"
-#include "common/core/device.h"
 #include "common/core/dtype.h"
 #include "common/core/reduce_host.h"
+#include "dmalab/device.h"
 
 namespace dmalab {
 namespace {

@@ -25,8 +25,8 @@
 #include "benchmark/benchmark.h"
 #include "common/ring/dma_all_reduce.h"
 #include "common/ring/ring_planner.h"
-#include "common/scenario/replay.h"
-#include "common/scenario/scenario_loader.h"
+#include "dmalab/replay.h"
+#include "dmalab/scenario_loader.h"
 #include "sim/sim_device.h"
 
 namespace dmalab {

@@ -4,10 +4,10 @@
 #include <memory>
 
 #include "absl/strings/str_format.h"
+#include "dmalab/hw.h"
 #include "measure/calibrate.h"
 #include "measure/calibration.h"
 #include "measure/device_timer.h"
-#include "measure/hw_backend.h"
 #include "sim/topology.h"
 #include "tools/command.h"
 #include "tools/output_file.h"

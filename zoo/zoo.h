@@ -1,5 +1,5 @@
 // The bug zoo, the engine of `dmalab zoo` (tools/zoo_command.h: its flags and printing). Replays
-// every named fault injection (common/ring/faults.h) against the scenarios that can show it, on
+// every named fault injection (include/dmalab/faults.h) against the scenarios that can show it, on
 // the simulator over seeds 1..N, and the correct implementation against every zoo scenario and
 // every member of the size-regime family (common/scenario/size_family.h) over the same seeds;
 // reports which checker caught each fault at which seed first and the false-positive count. On GPUs
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/ring/faults.h"
+#include "dmalab/faults.h"
 #include "runner/isolated_run.h"
 #include "sim/sim_device.h"
 

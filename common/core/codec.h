@@ -66,7 +66,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "common/core/device.h"
+#include "dmalab/device.h"
 
 namespace dmalab {
 

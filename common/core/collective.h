@@ -15,8 +15,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "common/core/device_finding.h"
-#include "common/core/tensor.h"
+#include "dmalab/device_finding.h"
+#include "dmalab/tensor.h"
 
 namespace dmalab {
 
@@ -50,7 +50,7 @@ class Collective {
   virtual bool TracksOwnGrowth() const { return false; }
 };
 
-// A failed call's status says whose fault it was (common/scenario/replay.h, IsRejectedArguments):
+// A failed call's status says whose fault it was (include/dmalab/replay.h, IsRejectedArguments):
 // InvalidArgument or FailedPrecondition, the call refused its arguments (bad input, exit status
 // 2); Aborted, the collective broke its contract on valid input, e.g. a plugin freed memory it
 // does not own (a collective_error finding, exit status 1); anything else, the collective

@@ -1,4 +1,4 @@
-#include "common/core/device.h"
+#include "dmalab/device.h"
 
 namespace dmalab {
 

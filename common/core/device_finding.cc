@@ -1,4 +1,4 @@
-#include "common/core/device_finding.h"
+#include "dmalab/device_finding.h"
 
 #include <algorithm>
 #include <vector>

@@ -1,4 +1,4 @@
-#include "common/core/provenance.h"
+#include "dmalab/provenance.h"
 
 #include <algorithm>
 #include <cstring>

@@ -10,7 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
-#include "common/core/device.h"
+#include "dmalab/device.h"
 
 namespace dmalab {
 

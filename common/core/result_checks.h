@@ -10,8 +10,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "common/core/device.h"
-#include "common/core/tensor.h"
+#include "dmalab/device.h"
+#include "dmalab/tensor.h"
 
 namespace dmalab {
 

@@ -1,4 +1,4 @@
-#include "common/core/tensor.h"
+#include "dmalab/tensor.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"

@@ -8,10 +8,10 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "common/core/device.h"
 #include "common/core/dtype.h"
-#include "common/core/tensor.h"
+#include "dmalab/device.h"
 #include "dmalab/plugin.h"
+#include "dmalab/tensor.h"
 
 namespace dmalab {
 

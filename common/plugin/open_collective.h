@@ -10,11 +10,11 @@
 
 #include "absl/status/statusor.h"
 #include "common/core/collective.h"
-#include "common/core/device.h"
 #include "common/core/dtype.h"
 #include "common/plugin/spmd_process.h"
-#include "common/ring/faults.h"
-#include "common/ring/wire.h"
+#include "dmalab/device.h"
+#include "dmalab/faults.h"
+#include "dmalab/wire.h"
 
 namespace dmalab {
 

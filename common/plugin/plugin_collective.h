@@ -19,10 +19,10 @@
 
 #include "absl/status/statusor.h"
 #include "common/core/collective.h"
-#include "common/core/device.h"
 #include "common/core/dtype.h"
 #include "common/plugin/plugin_library.h"
 #include "common/plugin/pointer_origins.h"
+#include "dmalab/device.h"
 #include "dmalab/plugin.h"
 
 namespace dmalab {

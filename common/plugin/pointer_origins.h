@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <map>
 
-#include "common/core/tensor.h"
+#include "dmalab/tensor.h"
 
 namespace dmalab {
 

@@ -14,9 +14,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/core/device.h"
 #include "common/plugin/pointer_origins.h"
 #include "common/plugin/rank_threads.h"
+#include "dmalab/device.h"
 #include "dmalab/plugin.h"
 
 namespace dmalab {

@@ -23,7 +23,6 @@
 
 #include "absl/status/statusor.h"
 #include "common/core/collective.h"
-#include "common/core/device.h"
 #include "common/core/resource_growth.h"
 #include "common/plugin/bootstrap.h"
 #include "common/plugin/plugin_collective.h"
@@ -31,6 +30,7 @@
 #include "common/plugin/rank_api.h"
 #include "common/plugin/rank_threads.h"
 #include "common/plugin/spmd_process.h"
+#include "dmalab/device.h"
 
 namespace dmalab {
 

@@ -22,8 +22,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "common/core/device.h"
 #include "common/plugin/bootstrap.h"
+#include "dmalab/device.h"
 
 namespace dmalab {
 

@@ -15,11 +15,11 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "common/core/collective.h"
-#include "common/core/device.h"
-#include "common/core/tensor.h"
-#include "common/ring/faults.h"
 #include "common/ring/ring_plan.h"
-#include "common/ring/wire.h"
+#include "dmalab/device.h"
+#include "dmalab/faults.h"
+#include "dmalab/tensor.h"
+#include "dmalab/wire.h"
 
 namespace dmalab {
 

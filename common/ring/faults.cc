@@ -1,4 +1,4 @@
-#include "common/ring/faults.h"
+#include "dmalab/faults.h"
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "common/core/device.h"
 #include "common/core/dtype.h"
-#include "common/ring/wire.h"
+#include "dmalab/device.h"
+#include "dmalab/wire.h"
 
 namespace dmalab {
 

@@ -7,8 +7,8 @@
 
 #include "absl/status/statusor.h"
 #include "common/core/codec.h"  // kCodecBlockElems
-#include "common/ring/faults.h"
 #include "common/ring/ring_plan.h"
+#include "dmalab/faults.h"
 
 namespace dmalab {
 

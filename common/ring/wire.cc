@@ -1,4 +1,4 @@
-#include "common/ring/wire.h"
+#include "dmalab/wire.h"
 
 #include "absl/strings/str_format.h"
 

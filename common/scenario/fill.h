@@ -20,7 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "common/core/dtype.h"
-#include "common/scenario/scenario.h"
+#include "dmalab/scenario.h"
 
 namespace dmalab {
 

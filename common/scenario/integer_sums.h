@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "common/scenario/scenario.h"
+#include "dmalab/scenario.h"
 
 namespace dmalab {
 

@@ -28,7 +28,7 @@
 
 #include "absl/types/span.h"
 #include "common/core/dtype.h"
-#include "common/scenario/scenario.h"
+#include "dmalab/scenario.h"
 
 namespace dmalab {
 

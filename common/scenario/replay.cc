@@ -1,4 +1,4 @@
-#include "common/scenario/replay.h"
+#include "dmalab/replay.h"
 
 #include <algorithm>
 #include <cstring>
@@ -12,7 +12,6 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/core/hash.h"
-#include "common/core/provenance.h"
 #include "common/core/resource_growth.h"
 #include "common/core/result_checks.h"
 #include "common/plugin/open_collective.h"
@@ -20,6 +19,7 @@
 #include "common/scenario/fill.h"
 #include "common/scenario/known_values.h"
 #include "common/scenario/replay_checks.h"
+#include "dmalab/provenance.h"
 
 namespace dmalab {
 

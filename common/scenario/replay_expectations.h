@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "common/ring/faults.h"
-#include "common/scenario/replay.h"
-#include "common/scenario/scenario.h"
+#include "dmalab/faults.h"
+#include "dmalab/replay.h"
+#include "dmalab/scenario.h"
 
 namespace dmalab {
 

@@ -1,4 +1,4 @@
-#include "common/scenario/report.h"
+#include "dmalab/report.h"
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"

@@ -1,4 +1,4 @@
-#include "common/scenario/scenario.h"
+#include "dmalab/scenario.h"
 
 #include <algorithm>
 #include <limits>

@@ -7,7 +7,7 @@
 #define DMALAB_COMMON_SCENARIO_SCENARIO_LIFETIMES_H_
 
 #include "absl/status/status.h"
-#include "common/scenario/scenario.h"
+#include "dmalab/scenario.h"
 
 namespace dmalab {
 

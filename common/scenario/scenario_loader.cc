@@ -1,13 +1,13 @@
-#include "common/scenario/scenario_loader.h"
+#include "dmalab/scenario_loader.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/core/status_macros.h"
-#include "common/ring/faults.h"
 #include "common/scenario/fill.h"
 #include "common/scenario/scenario_lifetimes.h"
 #include "common/scenario/yaml_fields.h"
+#include "dmalab/faults.h"
 
 namespace dmalab {
 namespace {

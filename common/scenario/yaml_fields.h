@@ -18,8 +18,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/scenario/scenario.h"
-#include "common/scenario/yaml_limits.h"
+#include "dmalab/scenario.h"
+#include "dmalab/yaml_limits.h"
 // yaml-cpp 0.7's inline accessors trip GCC 12's -Wdangling-pointer (a false positive in the
 // library's header); silence it for the header only.
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12

@@ -6,10 +6,10 @@
 #define DMALAB_COMMON_SPMD_LOCKSTEP_PROCESS_H_
 
 #include "absl/status/statusor.h"
-#include "common/core/device.h"
 #include "common/plugin/bootstrap.h"
 #include "common/plugin/spmd_process.h"
 #include "common/spmd/lockstep_device.h"
+#include "dmalab/device.h"
 
 namespace dmalab {
 

@@ -1,10 +1,10 @@
 // replay_on_sim SCENARIO.yaml [FAULTS]: replays a scenario on dmalab's simulator with the
 // scenario's seed, optionally with injected faults ("persistent-output", ...), and prints the
 // summary line. Exit status: 0 PASS, 1 a check failed, 2 bad input.
-#include <dmalab/common/ring/faults.h>
-#include <dmalab/common/scenario/replay.h>
-#include <dmalab/common/scenario/report.h>
-#include <dmalab/common/scenario/scenario_loader.h>
+#include <dmalab/faults.h>
+#include <dmalab/replay.h>
+#include <dmalab/report.h>
+#include <dmalab/scenario_loader.h>
 #include <dmalab/sim/sim_device.h>
 
 #include <cstdio>

@@ -13,14 +13,14 @@
 #include "absl/types/span.h"
 #include "common/core/dtype.h"
 #include "common/core/hash.h"
-#include "common/ring/faults.h"
-#include "common/ring/wire.h"
 #include "common/scenario/fill.h"
-#include "common/scenario/replay.h"
 #include "common/scenario/replay_expectations.h"
-#include "common/scenario/report.h"
-#include "common/scenario/scenario.h"
-#include "common/scenario/scenario_loader.h"
+#include "dmalab/faults.h"
+#include "dmalab/replay.h"
+#include "dmalab/report.h"
+#include "dmalab/scenario.h"
+#include "dmalab/scenario_loader.h"
+#include "dmalab/wire.h"
 
 namespace py = pybind11;
 
@@ -230,7 +230,7 @@ PYBIND11_MODULE(_core, m) {
       py::arg("bytes"), py::arg("seed") = 0);
   m.def("hash_string", &HashString);
 
-  // Reports (common/scenario/replay.h, report.h).
+  // Reports (include/dmalab/replay.h, report.h).
   py::class_<MemRef>(m, "MemRef")
       .def(py::init([](int rank, uint64_t addr, uint64_t bytes, uint64_t alloc_id) {
              return MemRef{rank, addr, bytes, alloc_id};

@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "common/core/device.h"
 #include "common/core/dtype.h"
 #include "common/core/reduce_host.h"
+#include "dmalab/device.h"
 #include "gtest/gtest.h"
 
 namespace dmalab {

@@ -1,11 +1,11 @@
 // Streams, events and graphs are distinct types: a call that takes (event, stream) does not
 // accept the two swapped, which int32_t ids used to allow.
-#include "common/core/ids.h"
+#include "dmalab/ids.h"
 
 #include <type_traits>
 
 #include "absl/strings/str_format.h"
-#include "common/core/device.h"
+#include "dmalab/device.h"
 #include "gtest/gtest.h"
 
 namespace dmalab {

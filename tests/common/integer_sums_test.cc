@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "common/scenario/scenario_loader.h"
+#include "dmalab/scenario_loader.h"
 #include "gtest/gtest.h"
 
 namespace dmalab {

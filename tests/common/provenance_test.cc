@@ -1,5 +1,5 @@
-// Provenance comparisons and digests (common/core/provenance.h), on hand-built piece lists.
-#include "common/core/provenance.h"
+// Provenance comparisons and digests (include/dmalab/provenance.h), on hand-built piece lists.
+#include "dmalab/provenance.h"
 
 #include "gtest/gtest.h"
 

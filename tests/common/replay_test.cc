@@ -1,4 +1,4 @@
-#include "common/scenario/replay.h"
+#include "dmalab/replay.h"
 
 #include <algorithm>
 #include <chrono>
@@ -19,8 +19,8 @@
 #include "common/ring/dma_all_reduce.h"
 #include "common/scenario/fill.h"
 #include "common/scenario/replay_expectations.h"
-#include "common/scenario/report.h"
-#include "common/scenario/scenario_loader.h"
+#include "dmalab/report.h"
+#include "dmalab/scenario_loader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sim/sim_device.h"

@@ -1,6 +1,6 @@
 // Report formatting, the output hash and fill contents: the parts of a report that other
 // devices and tools must reproduce exactly.
-#include "common/scenario/report.h"
+#include "dmalab/report.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "common/scenario/scenario_loader.h"
+#include "dmalab/scenario_loader.h"
 
 #include <limits>
 #include <string>

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "common/scenario/replay.h"
-#include "common/scenario/scenario_loader.h"
+#include "dmalab/replay.h"
+#include "dmalab/scenario_loader.h"
 #include "gtest/gtest.h"
 #include "sim/sim_device.h"
 #include "tests/fuzz/fuzz_scenario.h"

@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "common/scenario/replay.h"
-#include "common/scenario/scenario_loader.h"
+#include "dmalab/replay.h"
+#include "dmalab/scenario_loader.h"
 #include "sim/sim_device.h"
 
 namespace dmalab {

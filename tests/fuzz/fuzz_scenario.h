@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <string>
 
-#include "common/ring/faults.h"
+#include "dmalab/faults.h"
 
 namespace dmalab {
 

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "common/core/codec.h"
-#include "common/core/device.h"
 #include "common/core/dtype.h"
 #include "common/core/reduce_host.h"
+#include "dmalab/device.h"
 
 namespace dmalab::testing {
 

@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_format.h"
 #include "common/ring/dma_all_reduce.h"
-#include "common/ring/wire.h"
+#include "dmalab/wire.h"
 #include "gtest/gtest.h"
 #include "hw/cuda_device.h"
 #include "sim/sim_device.h"

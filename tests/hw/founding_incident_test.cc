@@ -1,7 +1,7 @@
 // The founding incident on the GPU: the same scenario files as on the simulator, the same
 // verdicts, and output hashes equal to the simulator's. Skips without a GPU.
-#include "common/scenario/replay.h"
-#include "common/scenario/scenario_loader.h"
+#include "dmalab/replay.h"
+#include "dmalab/scenario_loader.h"
 #include "gtest/gtest.h"
 #include "sim/sim_device.h"
 #include "tests/hw/gpu_test_support.h"

@@ -14,10 +14,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/scenario/replay.h"
-#include "common/scenario/report.h"
-#include "common/scenario/scenario_loader.h"
 #include "common/scenario/size_family.h"
+#include "dmalab/replay.h"
+#include "dmalab/report.h"
+#include "dmalab/scenario_loader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sim/sim_device.h"

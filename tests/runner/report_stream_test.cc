@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "common/scenario/report.h"
-#include "common/scenario/scenario_loader.h"
+#include "dmalab/report.h"
+#include "dmalab/scenario_loader.h"
 #include "gtest/gtest.h"
 #include "sim/sim_device.h"
 

@@ -1,11 +1,11 @@
-// The fault injections of the bug zoo (common/ring/faults.h), each caught by the checker that owns
-// its invariant, and silent without the fault.
+// The fault injections of the bug zoo (include/dmalab/faults.h), each caught by the checker that
+// owns its invariant, and silent without the fault.
 #include <string>
 
 #include "common/ring/dma_all_reduce.h"
 #include "common/ring/ring_planner.h"
-#include "common/scenario/replay.h"
-#include "common/scenario/scenario_loader.h"
+#include "dmalab/replay.h"
+#include "dmalab/scenario_loader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sim/sim_device.h"

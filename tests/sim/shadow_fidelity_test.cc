@@ -5,9 +5,9 @@
 
 #include "absl/strings/str_format.h"
 #include "common/ring/dma_all_reduce.h"
-#include "common/scenario/replay.h"
-#include "common/scenario/report.h"
-#include "common/scenario/scenario_loader.h"
+#include "dmalab/replay.h"
+#include "dmalab/report.h"
+#include "dmalab/scenario_loader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sim/sim_device.h"

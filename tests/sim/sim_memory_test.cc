@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "common/core/device.h"
+#include "dmalab/device.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sim/host_block_pool.h"

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/ring/faults.h"
+#include "dmalab/faults.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

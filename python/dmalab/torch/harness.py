@@ -3,7 +3,7 @@
 The parent loads the scenario with the C++ loader (bad input: exit 2 with the loader's located
 message), starts W worker processes (dmalab.torch.worker), follows their progress on one pipe
 each, and assembles the report that rank 0 merges step by step. The text and JSON reports and the
-summary line come from the C++ formatter (common/scenario/report.h), so they read exactly as
+summary line come from the C++ formatter (include/dmalab/report.h), so they read exactly as
 `dmalab replay`'s. A rank that raises is reported with its exception (a collective_error finding
 when it raised inside the collective's call); a rank that makes no progress within the step
 timeout is reported as hung; either way every worker is killed and the report ends FAIL (exit 1),

@@ -1,11 +1,11 @@
 // Wire modes: how the ring's payload travels (docs/design.md section 3).
-#ifndef DMALAB_COMMON_RING_WIRE_H_
-#define DMALAB_COMMON_RING_WIRE_H_
+#ifndef DMALAB_WIRE_H_
+#define DMALAB_WIRE_H_
 
 #include <string_view>
 
 #include "absl/status/statusor.h"
-#include "common/core/device.h"
+#include "dmalab/device.h"
 
 namespace dmalab {
 
@@ -33,4 +33,4 @@ Codec WireCodec(WireMode mode);
 
 }  // namespace dmalab
 
-#endif  // DMALAB_COMMON_RING_WIRE_H_
+#endif  // DMALAB_WIRE_H_

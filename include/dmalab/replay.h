@@ -14,8 +14,8 @@
 // on SimDevice and CudaDevice; the output hash of each all-reduce (common/core/hash.h) is computed
 // from the bytes read back, so it compares across devices. On a shadow device (no payload) the same
 // checks compare provenance instead of bytes.
-#ifndef DMALAB_COMMON_SCENARIO_REPLAY_H_
-#define DMALAB_COMMON_SCENARIO_REPLAY_H_
+#ifndef DMALAB_REPLAY_H_
+#define DMALAB_REPLAY_H_
 
 #include <cstdint>
 #include <functional>
@@ -25,12 +25,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/core/device.h"
-#include "common/core/device_finding.h"
-#include "common/core/tensor.h"
 #include "common/plugin/spmd_process.h"
-#include "common/ring/faults.h"
-#include "common/scenario/scenario.h"
+#include "dmalab/device.h"
+#include "dmalab/device_finding.h"
+#include "dmalab/faults.h"
+#include "dmalab/scenario.h"
+#include "dmalab/tensor.h"
 
 namespace dmalab {
 
@@ -188,7 +188,7 @@ struct AllReduceRecord {
   int64_t elems = 0;
   uint64_t bytes = 0;
   // Values devices: Xxh64 of rank 0's output bytes. Shadow devices: ProvenanceDigest of its
-  // provenance (common/core/provenance.h).
+  // provenance (include/dmalab/provenance.h).
   uint64_t hash = 0;
   bool rank_consistent = true;
 };
@@ -200,7 +200,7 @@ struct ReplayReport {
   std::string collective;  // Collective::name() of the collective under test
   // "values" or "shadow" (Device::HoldsValues). In the shadow fidelity every comparison is of
   // provenance: an element counts as changed, or as differing between ranks, when its provenance
-  // differs (an upper bound of what values would show; common/core/provenance.h).
+  // differs (an upper bound of what values would show; include/dmalab/provenance.h).
   std::string fidelity = "values";
   int world = 0;
   std::string wire;
@@ -283,4 +283,4 @@ absl::StatusOr<ReplayReport> Replay(const Scenario& scenario, Device* device,
 
 }  // namespace dmalab
 
-#endif  // DMALAB_COMMON_SCENARIO_REPLAY_H_
+#endif  // DMALAB_REPLAY_H_

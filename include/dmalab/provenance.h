@@ -8,8 +8,8 @@
 // The converse does not hold: two different computations (a + b and b + a on exact integers)
 // may give equal bits. Comparisons of provenance therefore count an element as changed when its
 // provenance differs, which bounds from above what a values comparison would count.
-#ifndef DMALAB_COMMON_CORE_PROVENANCE_H_
-#define DMALAB_COMMON_CORE_PROVENANCE_H_
+#ifndef DMALAB_PROVENANCE_H_
+#define DMALAB_PROVENANCE_H_
 
 #include <cstdint>
 #include <vector>
@@ -49,4 +49,4 @@ uint64_t MakeOrigin(const std::vector<uint64_t>& values);
 
 }  // namespace dmalab
 
-#endif  // DMALAB_COMMON_CORE_PROVENANCE_H_
+#endif  // DMALAB_PROVENANCE_H_

@@ -1,7 +1,7 @@
 // Typed handles of device objects: a stream, an event and a graph are each their own type, so a
 // call that takes (event, stream) does not accept (stream, event).
-#ifndef DMALAB_COMMON_CORE_IDS_H_
-#define DMALAB_COMMON_CORE_IDS_H_
+#ifndef DMALAB_IDS_H_
+#define DMALAB_IDS_H_
 
 #include <compare>
 #include <cstdint>
@@ -44,4 +44,4 @@ using GraphId = DeviceObjectId<struct GraphTag>;
 
 }  // namespace dmalab
 
-#endif  // DMALAB_COMMON_CORE_IDS_H_
+#endif  // DMALAB_IDS_H_

@@ -1,12 +1,12 @@
 // The scenario model: a replayable sequence of operations over named per-rank tensors.
 //
-// A Scenario is what common/scenario/scenario_loader.h makes from a YAML file (format:
-// scenarios/README.md) and what common/scenario/replay.h executes on any Device. Every tensor name
+// A Scenario is what include/dmalab/scenario_loader.h makes from a YAML file (format:
+// scenarios/README.md) and what include/dmalab/replay.h executes on any Device. Every tensor name
 // stands for W tensors, one per rank, of the same shape and dtype. A loaded Scenario is valid:
 // every name is declared, every shape fits the world size, and every step only uses tensors that
 // are live at that point (the loader checks this by walking the steps, repeats included).
-#ifndef DMALAB_COMMON_SCENARIO_SCENARIO_H_
-#define DMALAB_COMMON_SCENARIO_SCENARIO_H_
+#ifndef DMALAB_SCENARIO_H_
+#define DMALAB_SCENARIO_H_
 
 #include <cstdint>
 #include <map>
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "common/core/dtype.h"
-#include "common/ring/wire.h"
+#include "dmalab/wire.h"
 
 namespace dmalab {
 
@@ -157,4 +157,4 @@ struct Scenario {
 
 }  // namespace dmalab
 
-#endif  // DMALAB_COMMON_SCENARIO_SCENARIO_H_
+#endif  // DMALAB_SCENARIO_H_

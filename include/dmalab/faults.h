@@ -1,7 +1,7 @@
 // Named fault injections: deliberate bugs from real incidents, off by default, so the testbed
 // can show that its checkers catch them. They never change the default path.
-#ifndef DMALAB_COMMON_RING_FAULTS_H_
-#define DMALAB_COMMON_RING_FAULTS_H_
+#ifndef DMALAB_FAULTS_H_
+#define DMALAB_FAULTS_H_
 
 #include <string>
 #include <string_view>
@@ -68,4 +68,4 @@ class FaultSet {
 
 }  // namespace dmalab
 
-#endif  // DMALAB_COMMON_RING_FAULTS_H_
+#endif  // DMALAB_FAULTS_H_

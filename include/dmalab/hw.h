@@ -1,8 +1,8 @@
 // The hardware backend as the tools see it: a CudaDevice behind the Device interface, and the
 // GPU's properties. Built from hw_backend_cuda.cc when the CUDA backend is, and from
 // hw_backend_none.cc (every call Unavailable) otherwise, so the tools never test for CUDA.
-#ifndef DMALAB_MEASURE_HW_BACKEND_H_
-#define DMALAB_MEASURE_HW_BACKEND_H_
+#ifndef DMALAB_HW_H_
+#define DMALAB_HW_H_
 
 #include <cstdint>
 #include <memory>
@@ -10,7 +10,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "common/core/device.h"
+#include "dmalab/device.h"
 
 namespace dmalab {
 
@@ -43,4 +43,4 @@ absl::StatusOr<GpuProperties> HwGpuProperties(int ordinal);
 
 }  // namespace dmalab
 
-#endif  // DMALAB_MEASURE_HW_BACKEND_H_
+#endif  // DMALAB_HW_H_

@@ -1,14 +1,14 @@
 // What a device's own checker found (SimDevice: races, use after free or reuse, out of bounds,
 // deadlocks), in a form every layer above can read without re-parsing text: the checker, the
 // rank and bytes concerned, the allocation, the operations involved and the sentence.
-#ifndef DMALAB_COMMON_CORE_DEVICE_FINDING_H_
-#define DMALAB_COMMON_CORE_DEVICE_FINDING_H_
+#ifndef DMALAB_DEVICE_FINDING_H_
+#define DMALAB_DEVICE_FINDING_H_
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "common/core/tensor.h"
+#include "dmalab/tensor.h"
 
 namespace dmalab {
 
@@ -44,4 +44,4 @@ struct DeviceFindings {
 
 }  // namespace dmalab
 
-#endif  // DMALAB_COMMON_CORE_DEVICE_FINDING_H_
+#endif  // DMALAB_DEVICE_FINDING_H_

@@ -2,8 +2,8 @@
 //
 // Views carry the id of the allocation they were made from, so a checker can tell a use
 // after free or a use after reuse from a legal access, by byte interval, not by address.
-#ifndef DMALAB_COMMON_CORE_TENSOR_H_
-#define DMALAB_COMMON_CORE_TENSOR_H_
+#ifndef DMALAB_TENSOR_H_
+#define DMALAB_TENSOR_H_
 
 #include <cstdint>
 #include <string>
@@ -60,4 +60,4 @@ std::vector<TensorView> ContiguousViews(const std::vector<MemRef>& mems, DType d
 
 }  // namespace dmalab
 
-#endif  // DMALAB_COMMON_CORE_TENSOR_H_
+#endif  // DMALAB_TENSOR_H_

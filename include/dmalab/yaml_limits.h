@@ -1,8 +1,8 @@
 // Bounds on what one YAML input file (a scenario, a topology) may make a loader do; each is a
 // located error beyond it (YamlFields::ParseOneDocument, ReadYamlFile). The shipped files are a
 // few KB, a few thousand nodes and 10 levels deep.
-#ifndef DMALAB_COMMON_SCENARIO_YAML_LIMITS_H_
-#define DMALAB_COMMON_SCENARIO_YAML_LIMITS_H_
+#ifndef DMALAB_YAML_LIMITS_H_
+#define DMALAB_YAML_LIMITS_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -16,4 +16,4 @@ inline constexpr int kMaxYamlDepth = 64;  // lists and maps within lists and map
 
 }  // namespace dmalab
 
-#endif  // DMALAB_COMMON_SCENARIO_YAML_LIMITS_H_
+#endif  // DMALAB_YAML_LIMITS_H_

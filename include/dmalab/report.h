@@ -6,16 +6,16 @@
 //   status=PASS|FAIL
 // where X and Y carry thousands separators (16,803,840). The JSON report carries the same facts
 // with plain numbers; its "summary" object has the keys of the summary line.
-#ifndef DMALAB_COMMON_SCENARIO_REPORT_H_
-#define DMALAB_COMMON_SCENARIO_REPORT_H_
+#ifndef DMALAB_REPORT_H_
+#define DMALAB_REPORT_H_
 
 #include <cstdint>
 #include <string>
 #include <string_view>
 
 #include "common/core/json_writer.h"
-#include "common/core/tensor.h"
-#include "common/scenario/replay.h"
+#include "dmalab/replay.h"
+#include "dmalab/tensor.h"
 
 namespace dmalab {
 
@@ -51,4 +51,4 @@ std::string FormatReportJson(const ReplayReport& report);
 
 }  // namespace dmalab
 
-#endif  // DMALAB_COMMON_SCENARIO_REPORT_H_
+#endif  // DMALAB_REPORT_H_

@@ -6,8 +6,8 @@
 // every tensor's element count is divisible by world * 8, operands agree in shape and dtype, and
 // walking the steps (repeats included) only ever uses tensors that are live, releases live ones,
 // and expects only retained ones.
-#ifndef DMALAB_COMMON_SCENARIO_SCENARIO_LOADER_H_
-#define DMALAB_COMMON_SCENARIO_SCENARIO_LOADER_H_
+#ifndef DMALAB_SCENARIO_LOADER_H_
+#define DMALAB_SCENARIO_LOADER_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -15,8 +15,8 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
-#include "common/scenario/scenario.h"
-#include "common/scenario/yaml_limits.h"
+#include "dmalab/scenario.h"
+#include "dmalab/yaml_limits.h"
 
 namespace dmalab {
 
@@ -36,4 +36,4 @@ absl::StatusOr<Scenario> LoadScenarioFile(const std::string& path);
 
 }  // namespace dmalab
 
-#endif  // DMALAB_COMMON_SCENARIO_SCENARIO_LOADER_H_
+#endif  // DMALAB_SCENARIO_LOADER_H_

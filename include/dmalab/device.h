@@ -3,8 +3,8 @@
 // Two implementations exist: SimDevice (sim/), a CPU model with checkers, and CudaDevice (hw/),
 // real GPUs. The core never asks which one it runs on. Work is enqueued on streams and runs
 // asynchronously; the host-side calls (Read, Write, Synchronize) first complete all queued work.
-#ifndef DMALAB_COMMON_CORE_DEVICE_H_
-#define DMALAB_COMMON_CORE_DEVICE_H_
+#ifndef DMALAB_DEVICE_H_
+#define DMALAB_DEVICE_H_
 
 #include <array>
 #include <cstdint>
@@ -19,9 +19,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/types/span.h"
 #include "common/core/dtype.h"
-#include "common/core/ids.h"
-#include "common/core/provenance.h"
-#include "common/core/tensor.h"
+#include "dmalab/ids.h"
+#include "dmalab/provenance.h"
+#include "dmalab/tensor.h"
 
 namespace dmalab {
 
@@ -151,9 +151,9 @@ class Device {
   }
 
   // Fidelity. A device holds values unless it says otherwise. A shadow device (the simulator's
-  // shadow fidelity) keeps no payload, only where each byte came from (common/core/provenance.h):
-  // Read fails, Write records the bytes' contents (keeping only small writes' values, for flag
-  // words), and large host data is written with WriteShadow.
+  // shadow fidelity) keeps no payload, only where each byte came from
+  // (include/dmalab/provenance.h): Read fails, Write records the bytes' contents (keeping only
+  // small writes' values, for flag words), and large host data is written with WriteShadow.
   virtual bool HoldsValues() const { return true; }
   // Shadow devices: dst now holds host data identified by `content`: equal contents for equal
   // tokens, as a fill from the same parameters.
@@ -262,4 +262,4 @@ class Device {
 
 }  // namespace dmalab
 
-#endif  // DMALAB_COMMON_CORE_DEVICE_H_
+#endif  // DMALAB_DEVICE_H_
