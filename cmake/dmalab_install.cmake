@@ -1,4 +1,5 @@
-# `cmake --install`: the libraries, the command line, the headers under include/dmalab/, and a
+# `cmake --install`: the libraries, the command line, the public headers (include/dmalab/*.h, and
+# nothing else: the internal headers of common/, sim/, hw/ and measure/ stay in the tree), and a
 # package config so that other projects write
 #   find_package(dmalab 0.1 REQUIRED)   # optionally COMPONENTS hw
 #   target_link_libraries(app PRIVATE dmalab::sim)
@@ -16,17 +17,7 @@ install(TARGETS ${dmalab_targets} dmalab
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(EXPORT dmalabTargets NAMESPACE dmalab:: DESTINATION ${DMALAB_CMAKE_DIR})
 
-set(dmalab_header_dirs common sim measure)
-if(DMALAB_HAVE_CUDA)
-  list(APPEND dmalab_header_dirs hw)
-endif()
-foreach(dir ${dmalab_header_dirs})
-  install(DIRECTORY ${dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/dmalab/${dir}
-          FILES_MATCHING PATTERN "*.h")
-endforeach()
-if(EXISTS ${PROJECT_SOURCE_DIR}/include)
-  install(DIRECTORY include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-endif()
+install(DIRECTORY include/dmalab DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.h")
 
 set(DMALAB_COMPONENTS core ring plugin scenario common sim measure)
 set(DMALAB_CUDA_ROOT "")

@@ -1,17 +1,12 @@
 # How dmalab's libraries are declared for use inside this build and, installed, by other
 # projects (cmake/dmalab_install.cmake).
 #
-# Include paths. In the source tree headers include each other by their path from the repository
-# root ("include/dmalab/device.h"). Installed, the same tree sits under include/dmalab/, and a
-# consumer writes the prefixed path (<dmalab/common/ring/dma_all_reduce.h>); both include/ (for the
-# prefix) and include/dmalab/ (for the headers' own includes) are on the exported include path.
-# The build tree offers the same prefix through build/include/dmalab, a link to the sources, so
-# code inside the tree may use either form.
-set(DMALAB_BUILD_INCLUDE_DIR ${PROJECT_BINARY_DIR}/include)
-file(MAKE_DIRECTORY ${DMALAB_BUILD_INCLUDE_DIR})
-if(NOT EXISTS ${DMALAB_BUILD_INCLUDE_DIR}/dmalab)
-  file(CREATE_LINK ${PROJECT_SOURCE_DIR} ${DMALAB_BUILD_INCLUDE_DIR}/dmalab SYMBOLIC)
-endif()
+# Include paths. The public API is include/dmalab/*.h, included as "dmalab/device.h" inside the
+# tree and <dmalab/device.h> by a consumer; it is the only thing installed, and its headers include
+# only each other and third-party headers (tests/package/consumer_test.sh compiles each alone
+# against the install). Internal headers are included by their path from the repository root
+# ("common/ring/dma_all_reduce.h", "sim/sim_device.h"): the root is on the include path of the
+# build tree only.
 
 # dmalab_export_library(TARGET EXPORT_NAME): `TARGET` gets the include paths above, the alias
 # dmalab::EXPORT_NAME, and joins the installed and exported target set under that name.
@@ -22,14 +17,9 @@ function(dmalab_export_library target export_name)
     set(scope INTERFACE)
   endif()
   target_include_directories(${target} ${scope}
+    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
     $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
-    $<BUILD_INTERFACE:${DMALAB_BUILD_INCLUDE_DIR}>
-    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>
-    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/dmalab>)
-  # A top-level include/ (public C headers such as include/dmalab/*.h) installs as it is.
-  if(EXISTS ${PROJECT_SOURCE_DIR}/include)
-    target_include_directories(${target} ${scope} $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>)
-  endif()
+    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
   set_target_properties(${target} PROPERTIES EXPORT_NAME ${export_name})
   add_library(dmalab::${export_name} ALIAS ${target})
   set_property(GLOBAL APPEND PROPERTY DMALAB_EXPORTED_TARGETS ${target})

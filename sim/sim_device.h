@@ -6,10 +6,11 @@
 // seed's choice, so one seed fixes the whole interleaving and the same seed gives the same
 // bytes and the same findings.
 //
-// Two fidelities. Values: real bytes and the host reference arithmetic, bit-identical to the CUDA
-// kernels. Shadow: no payload, only each byte's provenance (include/dmalab/provenance.h,
-// sim/shadow_memory.h), so whole-model scenarios replay in a fraction of the time; Read fails,
-// ReadProvenance and WriteShadow work, and every checker below works the same.
+// Two fidelities (Fidelity: include/dmalab/sim.h). Values: real bytes and the host reference
+// arithmetic, bit-identical to the CUDA kernels. Shadow: no payload, only each byte's provenance
+// (include/dmalab/provenance.h, sim/shadow_memory.h), so whole-model scenarios replay in a fraction
+// of the time; Read fails, ReadProvenance and WriteShadow work, and every checker below works the
+// same.
 //
 // Checkers: happens-before races on byte intervals (vector clocks per stream; events snapshot
 // and waits join; flag stores release and satisfied flag waits acquire), use after free and use
@@ -31,6 +32,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "dmalab/device.h"
 #include "dmalab/provenance.h"
+#include "dmalab/sim.h"
 #include "sim/address_reservations.h"
 #include "sim/finding.h"
 #include "sim/ipc_table.h"
@@ -42,13 +44,6 @@
 #include "sim/vector_clock.h"
 
 namespace dmalab {
-
-enum class Fidelity { kValues, kShadow };
-
-// "values", "shadow".
-std::string_view FidelityName(Fidelity fidelity);
-// Parses a FidelityName; the error names what was found and what is allowed.
-absl::StatusOr<Fidelity> ParseFidelity(std::string_view text);
 
 class SimDevice : public Device {
  public:

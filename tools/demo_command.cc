@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/core/byte_size.h"
+#include "common/core/dtype.h"
 #include "common/core/json_writer.h"
 #include "common/core/result_checks.h"
 #include "common/plugin/open_collective.h"

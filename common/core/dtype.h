@@ -1,4 +1,5 @@
-// Element types of collective payloads and their exact conversions to and from fp32.
+// Element types of collective payloads (DType: include/dmalab/dtype.h) and their exact
+// conversions to and from fp32.
 //
 // The conversions are the host reference arithmetic: round-to-nearest-even, NaN stays NaN
 // (quiet), overflow rounds to infinity as IEEE 754 requires. The CUDA kernels must match
@@ -8,23 +9,11 @@
 
 #include <cstdint>
 #include <cstring>
-#include <string_view>
 
-#include "absl/status/statusor.h"
 #include "common/core/float_bits.h"
+#include "dmalab/dtype.h"
 
 namespace dmalab {
-
-enum class DType { kBF16, kFP16, kFP32 };
-
-// Bytes per element.
-inline constexpr int DTypeBytes(DType t) { return t == DType::kFP32 ? 4 : 2; }
-
-// "bf16", "fp16" or "fp32".
-std::string_view DTypeName(DType t);
-
-// Parses a name as printed by DTypeName; the error lists the allowed names.
-absl::StatusOr<DType> ParseDType(std::string_view name);
 
 inline uint32_t FloatBits(float f) {
   uint32_t u;

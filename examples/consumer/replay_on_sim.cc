@@ -5,9 +5,10 @@
 #include <dmalab/replay.h>
 #include <dmalab/report.h>
 #include <dmalab/scenario_loader.h>
-#include <dmalab/sim/sim_device.h>
+#include <dmalab/sim.h>
 
 #include <cstdio>
+#include <memory>
 #include <string>
 
 int main(int argc, char** argv) {
@@ -25,11 +26,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "replay_on_sim: %s\n", std::string(faults.status().message()).c_str());
     return 2;
   }
-  dmalab::SimDevice device(scenario->world, scenario->seed);
+  std::unique_ptr<dmalab::Device> device = dmalab::NewSimDevice(scenario->world, scenario->seed);
   dmalab::ReplayOptions options;
   options.faults = *faults;
-  options.poll_device_findings = dmalab::NewFindingsPoller(device);
-  absl::StatusOr<dmalab::ReplayReport> report = dmalab::Replay(*scenario, &device, options);
+  options.poll_device_findings = dmalab::NewFindingsPoller(*device);
+  absl::StatusOr<dmalab::ReplayReport> report = dmalab::Replay(*scenario, device.get(), options);
   if (!report.ok()) {
     std::fprintf(stderr, "replay_on_sim: %s\n", std::string(report.status().message()).c_str());
     return 2;

@@ -1,4 +1,4 @@
-/* minimal.c: a complete all-reduce plugin in one file (README.md shows it).
+/* minimal.c: a complete all-reduce plugin in one file (docs/plugins.md shows it).
  *
  * Build: cc -std=c99 -O2 -I include -shared -fPIC -o minimal.so examples/plugins/minimal.c
  * Run:   build/bin/dmalab replay SCENARIO --collective=./minimal.so

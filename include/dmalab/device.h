@@ -18,7 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
 #include "absl/types/span.h"
-#include "common/core/dtype.h"
+#include "dmalab/dtype.h"
 #include "dmalab/ids.h"
 #include "dmalab/provenance.h"
 #include "dmalab/tensor.h"

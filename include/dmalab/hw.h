@@ -1,6 +1,7 @@
-// The hardware backend as the tools see it: a CudaDevice behind the Device interface, and the
-// GPU's properties. Built from hw_backend_cuda.cc when the CUDA backend is, and from
-// hw_backend_none.cc (every call Unavailable) otherwise, so the tools never test for CUDA.
+// The hardware backend: real GPUs (CudaDevice, the CUDA backend of hw/) behind the Device
+// interface, and a GPU's properties. In dmalab::measure, built on dmalab::hw when dmalab was built
+// with a CUDA toolkit (measure/hw_backend_cuda.cc) and otherwise with every call Unavailable
+// (measure/hw_backend_none.cc), so that no user of it tests for CUDA.
 #ifndef DMALAB_HW_H_
 #define DMALAB_HW_H_
 

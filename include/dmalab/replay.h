@@ -25,7 +25,6 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/plugin/spmd_process.h"
 #include "dmalab/device.h"
 #include "dmalab/device_finding.h"
 #include "dmalab/faults.h"
@@ -39,6 +38,9 @@ namespace dmalab {
 inline constexpr int64_t kDefaultMaxReplaySteps = 10000000;
 
 struct ReplayReport;
+// One rank's process of a launch of one process per rank (dmalab's own, in the dmalab_plugin
+// library): set only by dmalab's rank processes.
+class SpmdProcess;
 
 // Where a replay is: a step, or a phase around the steps. Given to ReplayOptions::observer, so a
 // caller can name the step that never ended (a crash or a hang of the collective under test).

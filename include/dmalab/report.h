@@ -13,11 +13,13 @@
 #include <string>
 #include <string_view>
 
-#include "common/core/json_writer.h"
 #include "dmalab/replay.h"
 #include "dmalab/tensor.h"
 
 namespace dmalab {
+
+// dmalab's JSON writer (in the dmalab_core library), for WriteJsonPreamble.
+class JsonWriter;
 
 // "true" or "false".
 const char* BoolText(bool b);

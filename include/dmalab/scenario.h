@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/core/dtype.h"
+#include "dmalab/dtype.h"
 #include "dmalab/wire.h"
 
 namespace dmalab {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "common/core/dtype.h"
+#include "dmalab/dtype.h"
 
 namespace dmalab {
 

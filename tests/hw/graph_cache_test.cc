@@ -3,6 +3,7 @@
 #include <cstring>
 #include <random>
 
+#include "common/core/dtype.h"
 #include "common/ring/dma_all_reduce.h"
 #include "gtest/gtest.h"
 #include "hw/cuda_device.h"

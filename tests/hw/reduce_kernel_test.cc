@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "common/core/dtype.h"
 #include "common/core/reduce_host.h"
 #include "gtest/gtest.h"
 #include "hw/cuda_device.h"

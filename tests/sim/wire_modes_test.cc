@@ -4,6 +4,7 @@
 #include <random>
 
 #include "absl/strings/str_format.h"
+#include "common/core/dtype.h"
 #include "common/core/result_checks.h"
 #include "common/ring/dma_all_reduce.h"
 #include "common/ring/ring_planner.h"
