@@ -1,5 +1,5 @@
 // SpmdProcess: what a process that runs ONE rank of a W-rank program (one process per GPU,
-// tools/rank_process.h) gives an ABI v2 plugin so that it runs there as one instance, its own
+// runner/rank_process.h) gives an ABI v2 plugin so that it runs there as one instance, its own
 // rank's, exactly as in a simulated rank: its dmalab_rank_api over the process's local one-rank
 // device (IPC handles are then real cross-process handles) and its dmalab_bootstrap over the
 // processes' bootstrap, which the other processes' instances call too.

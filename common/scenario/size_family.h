@@ -2,7 +2,7 @@
 // all-reduces switch paths (one-shot below a threshold, two-shot or ring above, a registered
 // buffer up to a few MiB, a low-latency path for up to 16 tokens, a crossover near 6 MiB), so that
 // a bug confined to one path shows whatever sizes a model happens to use. `dmalab zoo` replays
-// every member (tools/zoo.h); `dmalab zoo --write-sizes=DIR` writes them as scenario files.
+// every member (zoo/zoo.h); `dmalab zoo --write-sizes=DIR` writes them as scenario files.
 //
 // For each world size 2, 3, 4 and 8, five regimes, one scenario each:
 //   decode        1, 2, 4, ..., 16 tokens x hidden 2048, 4096, 5120, 6144, 7168, 8192, each in

@@ -82,7 +82,7 @@ struct ReplayOptions {
   // Optional: called before every step and every phase ("setup": loading and creating the
   // collective; "end of scenario": freeing what is live; "end of scenario (destroying the
   // collective)") with where the replay goes next and the report of everything before it, so
-  // that a report survives a collective that never returns (tools/isolated_replay.h).
+  // that a report survives a collective that never returns (runner/isolated_replay.h).
   ReplayObserver observer;
 
   // Bound on work: a scenario whose step count, repeats expanded and every repeat iteration
@@ -129,7 +129,7 @@ enum class ReplayFindingKind {
   kCollectiveError,   // the collective broke its contract (e.g. freed memory it does not own)
                       // or a plugin's call failed; the replay stopped
   kCollectiveCrash,   // the collective's process died (a signal) or exited during a step
-                      // (tools/isolated_replay.h); the replay stopped there
+                      // (runner/isolated_replay.h); the replay stopped there
   kCollectiveHang,    // a step of the collective did not end within the hang bound; the replay
                       // was stopped there
 };
