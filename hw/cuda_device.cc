@@ -523,12 +523,7 @@ absl::Status CudaDevice::Synchronize() {
     DMALAB_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s.stream), "synchronize rank %d stream '%s'",
                                 s.rank, s.name);
   }
-  return wait_log_->TakeFailures(
-      [this](int32_t id) {
-        return id >= 0 && id < static_cast<int32_t>(streams_.size()) ? streams_[id].name
-                                                                     : std::string("?");
-      },
-      options_.flag_wait_timeout_ns);
+  return TakeWaitFailures();
 }
 
 absl::Status CudaDevice::Write(const MemRef& dst, absl::Span<const uint8_t> bytes) {
@@ -566,12 +561,18 @@ absl::Status CudaDevice::Read(const MemRef& src, absl::Span<uint8_t> bytes) {
   return absl::OkStatus();
 }
 
+absl::Status CudaDevice::TakeWaitFailures() {
+  return wait_log_->TakeFailures(
+      [this](int32_t id) {
+        return id >= 0 && id < static_cast<int32_t>(streams_.size()) ? streams_[id].name
+                                                                     : std::string("?");
+      },
+      options_.flag_wait_timeout_ns);
+}
+
 absl::StatusOr<bool> CudaDevice::RankIdle(int rank) {
   DMALAB_HW_RETURN_IF_ERROR(RefuseDuringCapture("synchronize"));
-  if (rank < 0 || rank >= world_size()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("rank %d is outside the world of %d ranks", rank, world_size()));
-  }
+  DMALAB_HW_RETURN_IF_ERROR(CheckRank(rank, "rank idle"));
   for (const Stream& s : streams_) {
     if (s.rank != rank || s.stream == nullptr) continue;
     DMALAB_HW_RETURN_IF_ERROR(UseGpu(s.gpu));
@@ -579,12 +580,7 @@ absl::StatusOr<bool> CudaDevice::RankIdle(int rank) {
     if (e == cudaErrorNotReady) return false;
     DMALAB_CUDA_RETURN_IF_ERROR(e, "query rank %d stream '%s'", s.rank, s.name);
   }
-  DMALAB_HW_RETURN_IF_ERROR(wait_log_->TakeFailures(
-      [this](int32_t id) {
-        return id >= 0 && id < static_cast<int32_t>(streams_.size()) ? streams_[id].name
-                                                                     : std::string("?");
-      },
-      options_.flag_wait_timeout_ns));
+  DMALAB_HW_RETURN_IF_ERROR(TakeWaitFailures());
   return true;
 }
 

@@ -240,6 +240,8 @@ class CudaDevice : public Device {
   absl::Status LaunchWait(const Stream& s, StreamId stream, kernels::WaitFlagArgs args,
                           std::string_view what, std::string_view label);
   absl::Status RefuseDuringCapture(std::string_view what) const;
+  // The flag waits that timed out since the last call, as one error naming each (OK if none).
+  absl::Status TakeWaitFailures();
   // WriteRank and ReadRank: n bytes between `host` and `mem`, on and waiting for one of mem's
   // rank's streams only.
   absl::Status CopyRank(const MemRef& mem, void* host, size_t n, bool to_device,

@@ -183,8 +183,14 @@ absl::Status CudaDevice::CheckMapping(const MemRef& mem, const OperandName& name
         "closed long ago)",
         name.ToString(), mem.addr, mem.bytes, mem.rank, mem.via_mapping));
   }
+  if (!it->second.open) {
+    // Closed, but another open of the same segment may cover the range (they share addresses):
+    // the range is checked against that one.
+    const uint64_t alias = OpenAlias(it->second, mem.addr, mem.bytes, /*exact=*/false);
+    if (alias != 0) it = mappings_.find(alias);
+  }
   const Mapping& m = it->second;
-  if (!m.open && OpenAlias(m, mem.addr, mem.bytes, /*exact=*/false) == 0) {
+  if (!m.open) {
     return absl::DataLossError(absl::StrFormat(
         "%s: [0x%x, +%d) on rank %d goes through IPC mapping %d, which was closed (use after "
         "close)",

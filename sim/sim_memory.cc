@@ -41,6 +41,14 @@ void Generate(const GeneratedContent& content, uint64_t offset, uint64_t n, uint
   }
 }
 
+// The first of a segment's lazy ranges (start -> range ending at .end) that ends after lo.
+template <typename LazyMap>
+auto FirstLazy(LazyMap& lazy, uint64_t lo) {
+  auto it = lazy.upper_bound(lo);
+  if (it != lazy.begin() && std::prev(it)->second.end > lo) --it;
+  return it;
+}
+
 std::string Size(uint64_t bytes) {
   return absl::StrFormat("%d bytes (%.1f GiB)", bytes, bytes / 1073741824.0);
 }
@@ -278,8 +286,7 @@ absl::StatusOr<uint8_t*> SimMemory::BytesToOverwrite(uint64_t addr, uint64_t byt
 
 void SimMemory::DropLazy(Segment& seg, uint64_t lo, uint64_t hi) {
   if (seg.lazy.empty() || lo >= hi) return;
-  auto it = seg.lazy.upper_bound(lo);
-  if (it != seg.lazy.begin() && std::prev(it)->second.end > lo) --it;
+  auto it = FirstLazy(seg.lazy, lo);
   while (it != seg.lazy.end() && it->first < hi) {
     const uint64_t start = it->first;
     Segment::Lazy range = std::move(it->second);
@@ -297,8 +304,7 @@ void SimMemory::DropLazy(Segment& seg, uint64_t lo, uint64_t hi) {
 
 void SimMemory::Materialize(Segment& seg, uint64_t lo, uint64_t hi) {
   if (seg.lazy.empty() || lo >= hi) return;
-  auto it = seg.lazy.upper_bound(lo);
-  if (it != seg.lazy.begin() && std::prev(it)->second.end > lo) --it;
+  auto it = FirstLazy(seg.lazy, lo);
   bool any = false;
   for (; it != seg.lazy.end() && it->first < hi; ++it) {
     const uint64_t from = std::max(lo, it->first), to = std::min(hi, it->second.end);
@@ -336,8 +342,7 @@ absl::Status SimMemory::CopyOut(uint64_t addr, uint64_t bytes, uint8_t* out) {
     std::memcpy(out + (from - lo), sg.data.data() + from, to - from);
   };
   uint64_t at = lo;
-  auto it = sg.lazy.upper_bound(lo);
-  if (it != sg.lazy.begin() && std::prev(it)->second.end > lo) --it;
+  auto it = FirstLazy(sg.lazy, lo);
   for (; it != sg.lazy.end() && it->first < hi; ++it) {
     const uint64_t from = std::max(lo, it->first), to = std::min(hi, it->second.end);
     plain(at, from);
@@ -359,8 +364,7 @@ bool SimMemory::HasLazy(uint64_t addr, uint64_t bytes) const {
   const auto [start, seg] = SegmentAt(addr);
   if (seg->lazy.empty()) return false;
   const uint64_t lo = addr - start, hi = lo + bytes;
-  auto it = seg->lazy.upper_bound(lo);
-  if (it != seg->lazy.begin() && std::prev(it)->second.end > lo) return true;
+  auto it = FirstLazy(seg->lazy, lo);
   return it != seg->lazy.end() && it->first < hi;
 }
 

@@ -1062,36 +1062,36 @@ absl::Status Replayer::ExpectEqual(const Step& step) {
 }
 
 void Replayer::Release(std::string name, bool at_end, const std::vector<int>& ranks) {
-  LiveTensor& live = live_.at(name);
-  std::vector<bool> freeing(s_.world, ranks.empty());
-  for (int r : ranks) freeing[r] = true;
-  bool rest = false;  // live on ranks not freed here
-  for (int rank = 0; rank < s_.world; ++rank) rest = rest || (live.on[rank] && !freeing[rank]);
-  LiveTensor t;
-  if (rest) {  // a release on some ranks (never of a retained tensor: the loader refuses it)
-    t = live;
-    for (int rank = 0; rank < s_.world; ++rank) {
-      if (!freeing[rank]) continue;
-      live.on[rank] = false;
-      live.views[rank] = TensorView{};
-      live.allocations[rank] = MemRef{};
+  LiveTensor& t = live_.at(name);
+  const std::string origin = t.origin;
+  std::vector<std::pair<int, MemRef>> freed;
+  bool rest = false;  // still live on a rank not released here
+  for (int rank = 0; rank < s_.world; ++rank) {
+    if (!t.on[rank]) continue;
+    if (!ranks.empty() && std::find(ranks.begin(), ranks.end(), rank) == ranks.end()) {
+      rest = true;
+      continue;
     }
-  } else {
+    freed.emplace_back(rank, t.allocations[rank]);
+    t.on[rank] = false;
+    t.views[rank] = TensorView{};
+    t.allocations[rank] = MemRef{};
+  }
+  // A release on some ranks is never of a retained tensor (the loader refuses it).
+  if (!rest) {
     EndRetention(name);
     for (auto it = reported_aliases_.begin(); it != reported_aliases_.end();) {
       it = (it->first == name || it->second == name) ? reported_aliases_.erase(it) : std::next(it);
     }
-    t = std::move(live);
     live_.erase(name);
   }
-  for (int rank = 0; rank < s_.world; ++rank) {
-    if (!t.on[rank] || !freeing[rank]) continue;
-    absl::Status s = d_->Free(t.allocations[rank]);
+  for (const auto& [rank, mem] : freed) {
+    absl::Status s = d_->Free(mem);
     if (s.ok()) continue;
     ReplayFinding f = NewFinding(ReplayFindingKind::kFreeFailed, rank);
     if (at_end) f.step_index = 0;
-    f.storage = {{name, t.allocations[rank]}};
-    f.detail = absl::StrFormat("freeing '%s' (made by %s) failed: %s", name, t.origin, s.message());
+    f.storage = {{name, mem}};
+    f.detail = absl::StrFormat("freeing '%s' (made by %s) failed: %s", name, origin, s.message());
     AddFinding(std::move(f));
   }
 }
