@@ -68,14 +68,9 @@ bool Reap(pid_t pid, RankEnd* end, bool block) {
   return true;
 }
 
-// Ends the ranks still running: SIGTERM, then SIGKILL to those alive after `grace`; reaps all.
-void EndAll(std::vector<pid_t>& pids, std::vector<RankEnd>& ends, absl::Duration grace) {
-  for (size_t r = 0; r < pids.size(); ++r) {
-    if (pids[r] <= 0) continue;
-    ::kill(pids[r], SIGTERM);
-    ends[r].killed_by_launcher = true;
-  }
-  const Clock::time_point kill_at = Clock::now() + ToClock(grace);
+// Reaps the ranks that end by themselves within `wait`; true when none is left running.
+bool AwaitEnds(std::vector<pid_t>& pids, std::vector<RankEnd>& ends, absl::Duration wait) {
+  const Clock::time_point until = Clock::now() + ToClock(wait);
   while (true) {
     bool running = false;
     for (size_t r = 0; r < pids.size(); ++r) {
@@ -86,9 +81,24 @@ void EndAll(std::vector<pid_t>& pids, std::vector<RankEnd>& ends, absl::Duration
         running = true;
       }
     }
-    if (!running || Clock::now() >= kill_at) break;
+    if (!running) return true;
+    if (Clock::now() >= until) return false;
     std::this_thread::sleep_for(kPollInterval);
   }
+}
+
+// Ends the ranks still running: first lets them end by themselves for `settle` (a rank that
+// failed usually tells its peers, which then fail and say why), then SIGTERM, then SIGKILL to
+// those alive after `grace`; reaps all.
+void EndAll(std::vector<pid_t>& pids, std::vector<RankEnd>& ends, absl::Duration settle,
+            absl::Duration grace) {
+  if (AwaitEnds(pids, ends, settle)) return;
+  for (size_t r = 0; r < pids.size(); ++r) {
+    if (pids[r] <= 0) continue;
+    ::kill(pids[r], SIGTERM);
+    ends[r].killed_by_launcher = true;
+  }
+  AwaitEnds(pids, ends, grace);
   for (size_t r = 0; r < pids.size(); ++r) {
     if (pids[r] <= 0) continue;
     ::kill(pids[r], SIGKILL);
@@ -143,9 +153,10 @@ absl::StatusOr<LaunchResult> LaunchRanks(const LaunchOptions& options) {
     return absl::InvalidArgumentError(
         absl::StrFormat("launch: world %d; it must be 1 to %d", w, kMaxLaunchWorld));
   }
-  if (options.timeout <= absl::ZeroDuration() || options.kill_grace < absl::ZeroDuration()) {
+  if (options.timeout <= absl::ZeroDuration() || options.kill_grace < absl::ZeroDuration() ||
+      options.settle < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
-        "launch: the timeout must be positive and the kill grace not negative");
+        "launch: the timeout must be positive, the settle time and the kill grace not negative");
   }
   absl::StatusOr<std::string> program = ResolveProgram(options.argv[0]);
   if (!program.ok()) return program.status();
@@ -181,7 +192,7 @@ absl::StatusOr<LaunchResult> LaunchRanks(const LaunchOptions& options) {
     int exec_pipe[2];
     if (::pipe2(exec_pipe, O_CLOEXEC) != 0) {
       const int err = errno;
-      EndAll(pids, result.ranks, absl::ZeroDuration());
+      EndAll(pids, result.ranks, absl::ZeroDuration(), absl::ZeroDuration());
       return absl::UnavailableError(absl::StrFormat("launch: pipe: %s", std::strerror(err)));
     }
     const pid_t pid = ::fork();
@@ -189,7 +200,7 @@ absl::StatusOr<LaunchResult> LaunchRanks(const LaunchOptions& options) {
       const int err = errno;
       ::close(exec_pipe[0]);
       ::close(exec_pipe[1]);
-      EndAll(pids, result.ranks, absl::ZeroDuration());
+      EndAll(pids, result.ranks, absl::ZeroDuration(), absl::ZeroDuration());
       return absl::UnavailableError(
           absl::StrFormat("launch: fork for rank %d: %s", r, std::strerror(err)));
     }
@@ -219,7 +230,7 @@ absl::StatusOr<LaunchResult> LaunchRanks(const LaunchOptions& options) {
     if (n == static_cast<ssize_t>(sizeof(err))) {
       Reap(pid, &result.ranks[r], /*block=*/true);
       pids[r] = 0;
-      EndAll(pids, result.ranks, absl::ZeroDuration());
+      EndAll(pids, result.ranks, absl::ZeroDuration(), absl::ZeroDuration());
       return absl::FailedPreconditionError(
           absl::StrFormat("launch: cannot run \"%s\": %s", *program, std::strerror(err)));
     }
@@ -246,7 +257,7 @@ absl::StatusOr<LaunchResult> LaunchRanks(const LaunchOptions& options) {
     if (failed >= 0) {
       result.first_failure = failed;
       result.failure = absl::StrFormat("rank %d %s", failed, result.ranks[failed].Describe());
-      EndAll(pids, result.ranks, options.kill_grace);
+      EndAll(pids, result.ranks, options.settle, options.kill_grace);
       break;
     }
     if (running == 0) break;
@@ -260,7 +271,7 @@ absl::StatusOr<LaunchResult> LaunchRanks(const LaunchOptions& options) {
           "timed out after %s; %s %s still running", Seconds(options.timeout),
           late.size() == 1 ? "rank" : "ranks",
           absl::StrCat(absl::StrJoin(late, ", "), late.size() == 1 ? " was" : " were"));
-      EndAll(pids, result.ranks, options.kill_grace);
+      EndAll(pids, result.ranks, absl::ZeroDuration(), options.kill_grace);
       break;
     }
     std::this_thread::sleep_for(kPollInterval);

@@ -36,6 +36,9 @@ struct LaunchOptions {
   std::string address;
   // Past this the launcher ends all ranks; infinite: no bound.
   absl::Duration timeout = absl::InfiniteDuration();
+  // After a rank's failure, how long the others have to end by themselves (and say why) before
+  // the launcher ends them.
+  absl::Duration settle = absl::Seconds(1);
   // How long ranks have, after SIGTERM, before SIGKILL.
   absl::Duration kill_grace = absl::Seconds(2);
   // Exit statuses 0..finished_status mean a rank finished (a verdict, e.g. dmalab's 1 for a
