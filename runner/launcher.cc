@@ -255,9 +255,21 @@ absl::StatusOr<LaunchResult> LaunchRanks(const LaunchOptions& options) {
       }
     }
     if (failed >= 0) {
+      EndAll(pids, result.ranks, options.settle, options.kill_grace);
+      // A rank that a signal ended may become reapable after the peers that failed for want of
+      // it (its sockets close before it is a zombie, the more so while it dumps core): one that
+      // ended by a signal in the settle time, not the launcher's, is still the likelier cause.
+      if (result.ranks[failed].how != RankEnd::How::kSignaled) {
+        for (int r = 0; r < w; ++r) {
+          const RankEnd& end = result.ranks[r];
+          if (end.how == RankEnd::How::kSignaled && !end.killed_by_launcher) {
+            failed = r;
+            break;
+          }
+        }
+      }
       result.first_failure = failed;
       result.failure = absl::StrFormat("rank %d %s", failed, result.ranks[failed].Describe());
-      EndAll(pids, result.ranks, options.settle, options.kill_grace);
       break;
     }
     if (running == 0) break;
