@@ -1,7 +1,8 @@
 """dmalab from Python: the scenario loader, fills, hashes and reports of the C++ library.
 
 The compiled part, ``dmalab._core``, is built by the project's CMake into ``<build>/python/dmalab``;
-with ``PYTHONPATH=python:<build>/python`` both halves import as one package.
+with ``PYTHONPATH=python:<build>/python`` both halves import as one package from the tree.
+``cmake --install`` puts both in one folder the interpreter searches (no ``PYTHONPATH``).
 """
 
 import pkgutil
@@ -37,5 +38,6 @@ except ImportError as e:  # pragma: no cover - depends on the build
     raise ImportError(
         "dmalab._core is not built or not on the path: build it with "
         "'cmake --build build --target dmalab_python_core' (needs python3-pybind11 and "
-        "python3-dev) and put build/python on PYTHONPATH next to python/ (" + str(e) + ")"
+        "python3-dev) and put build/python on PYTHONPATH next to python/, or install it with "
+        "'cmake --install build' (" + str(e) + ")"
     ) from e
