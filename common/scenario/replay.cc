@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/core/hash.h"
+#include "common/core/host_buffer.h"
 #include "common/core/resource_growth.h"
 #include "common/core/result_checks.h"
 #include "common/plugin/open_collective.h"
@@ -69,26 +70,8 @@ struct LiveTensor {
 
 // What a buffer holds, as far as the device can say: its bytes (values devices) or its
 // provenance (shadow devices).
-// Leaves new elements uninitialized: a buffer grown for a read is overwritten whole by it, and
-// zero-filling tens of megabytes first would cost as much as the read.
-template <typename T>
-struct UninitializedAllocator : std::allocator<T> {
-  template <typename U>
-  struct rebind {
-    using other = UninitializedAllocator<U>;
-  };
-  template <typename U>
-  void construct(U* p) noexcept {
-    ::new (static_cast<void*>(p)) U;
-  }
-  template <typename U, typename... Args>
-  void construct(U* p, Args&&... args) {
-    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
-  }
-};
-
 struct Contents {
-  std::vector<uint8_t, UninitializedAllocator<uint8_t>> bytes;
+  HostBytes bytes;
   Provenance provenance;
 };
 
@@ -295,7 +278,7 @@ class Replayer {
   // piece at a time, so that they stay in cache and cost no memory of the tensor's size.
   std::vector<int64_t> expected_;
   // An output's exact values in its dtype, when exact there (EncodeKnown).
-  std::vector<uint8_t, UninitializedAllocator<uint8_t>> expected_bytes_;
+  HostBytes expected_bytes_;
   void EncodeKnown(const KnownValues& known, int rank, DType dtype, int64_t elems);
   std::vector<Contents> snapshot_pool_;
   std::map<std::string, CapturedGraph> graphs_;
