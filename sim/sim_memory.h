@@ -29,7 +29,7 @@
 #include "absl/container/node_hash_map.h"
 #include "absl/status/statusor.h"
 #include "dmalab/tensor.h"
-#include "sim/host_block_pool.h"
+#include "common/core/host_block_pool.h"
 
 namespace dmalab {
 

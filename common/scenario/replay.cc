@@ -15,6 +15,7 @@
 #include "common/core/host_buffer.h"
 #include "common/core/resource_growth.h"
 #include "common/core/result_checks.h"
+#include "common/core/status_macros.h"
 #include "common/plugin/open_collective.h"
 #include "common/ring/dma_all_reduce.h"
 #include "common/scenario/fill.h"
@@ -279,7 +280,7 @@ class Replayer {
   std::vector<int64_t> expected_;
   // An output's exact values in its dtype, when exact there (EncodeKnown).
   HostBytes expected_bytes_;
-  void EncodeKnown(const KnownValues& known, int rank, DType dtype, int64_t elems);
+  absl::Status EncodeKnown(const KnownValues& known, int rank, DType dtype, int64_t elems);
   std::vector<Contents> snapshot_pool_;
   std::map<std::string, CapturedGraph> graphs_;
   CapturedGraph* capturing_ = nullptr;  // the graph a capture_graph step is recording
@@ -628,14 +629,14 @@ absl::Status Replayer::ReadInto(const TensorView& view, Contents* out) {
     out->provenance = *std::move(p);
     return absl::OkStatus();
   }
-  out->bytes.resize(view.bytes());
-  if (absl::Status s = d_->Read(mem, absl::MakeSpan(out->bytes)); !s.ok()) return Failed(s);
+  DMALAB_RETURN_IF_ERROR(out->bytes.Resize(view.bytes()));
+  if (absl::Status s = d_->Read(mem, out->bytes.span()); !s.ok()) return Failed(s);
   return absl::OkStatus();
 }
 
 int64_t Replayer::CountChanged(const Contents& a, const Contents& b, DType dtype,
                                int64_t* first) const {
-  return values_ ? CountChangedElems(a.bytes, b.bytes, DTypeBytes(dtype), first)
+  return values_ ? CountChangedElems(a.bytes.span(), b.bytes.span(), DTypeBytes(dtype), first)
                  : CountChangedElems(a.provenance, b.provenance, DTypeBytes(dtype), first);
 }
 
@@ -813,14 +814,15 @@ void EncodeExact(DType dtype, absl::Span<const int64_t> values, uint8_t* out) {
   }
 }
 
-void Replayer::EncodeKnown(const KnownValues& known, int rank, DType dtype, int64_t elems) {
+absl::Status Replayer::EncodeKnown(const KnownValues& known, int rank, DType dtype, int64_t elems) {
   const int width = DTypeBytes(dtype);
-  expected_bytes_.resize(static_cast<size_t>(elems) * width);
+  DMALAB_RETURN_IF_ERROR(expected_bytes_.Resize(static_cast<size_t>(elems) * width));
   for (int64_t first = 0; first < elems; first += kExactChunk) {
     expected_.resize(std::min(kExactChunk, elems - first));
     known.Exact(rank, first, absl::MakeSpan(expected_));
     EncodeExact(dtype, expected_, expected_bytes_.data() + first * width);
   }
+  return absl::OkStatus();
 }
 
 absl::Status Replayer::CheckOutput(AllReduceRecord rec, LiveTensor& out) {
@@ -831,7 +833,7 @@ absl::Status Replayer::CheckOutput(AllReduceRecord rec, LiveTensor& out) {
   std::vector<ValueCheck> wrong(s_.world), non_finite(s_.world);
   int expected_rank = -1;  // whose exact values expected_ holds
   bool encoded = false;    // expected_bytes_ holds them
-  const auto check_values = [&](int rank, const Contents& c) {
+  const auto check_values = [&](int rank, const Contents& c) -> absl::Status {
     const int64_t elems = out.decl->elems();
     if (check_sum) {
       if (expected_rank < 0 || !out.known.SameAs(expected_rank, rank)) {
@@ -839,14 +841,14 @@ absl::Status Replayer::CheckOutput(AllReduceRecord rec, LiveTensor& out) {
         // Exact values lie within the dtype's exact integer range (KnownValues' rule); the
         // check says so rather than trust it.
         encoded = out.known.bound() <= static_cast<double>(ExactIntegerLimit(dtype));
-        if (encoded) EncodeKnown(out.known, rank, dtype, elems);
+        if (encoded) DMALAB_RETURN_IF_ERROR(EncodeKnown(out.known, rank, dtype, elems));
       }
       // Usually every byte is the exact sum's: one comparison of the buffers says so, and then
       // every value is finite too. Otherwise (a wrong value, or a -0 that compares equal to 0)
       // element by element.
       if (encoded && c.bytes.size() == expected_bytes_.size() &&
           std::memcmp(c.bytes.data(), expected_bytes_.data(), c.bytes.size()) == 0) {
-        return;
+        return absl::OkStatus();
       }
       ValueCheck& w = wrong[rank];
       for (int64_t first = 0; first < elems; first += kExactChunk) {
@@ -868,14 +870,15 @@ absl::Status Replayer::CheckOutput(AllReduceRecord rec, LiveTensor& out) {
         if (n.count++ == 0) n = ValueCheck{1, i, got, 0};
       }
     }
+    return absl::OkStatus();
   };
   bool wrong_values = false;
   if (absl::Status s = ReadInto(out.views[0], &buf0_); !s.ok()) return s;
-  rec.hash = values_ ? Xxh64(buf0_.bytes) : ProvenanceDigest(buf0_.provenance);
-  check_values(0, buf0_);
+  rec.hash = values_ ? Xxh64(buf0_.bytes.span()) : ProvenanceDigest(buf0_.provenance);
+  DMALAB_RETURN_IF_ERROR(check_values(0, buf0_));
   for (int rank = 1; rank < s_.world; ++rank) {
     if (absl::Status s = ReadInto(out.views[rank], &buf_); !s.ok()) return s;
-    check_values(rank, buf_);
+    DMALAB_RETURN_IF_ERROR(check_values(rank, buf_));
     int64_t first = 0;
     const int64_t changed = CountChanged(buf0_, buf_, dtype, &first);
     if (changed == 0) continue;

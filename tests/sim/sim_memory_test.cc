@@ -15,7 +15,7 @@
 #include "dmalab/device.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "sim/host_block_pool.h"
+#include "common/core/host_block_pool.h"
 #include "sim/sim_device.h"
 
 namespace dmalab {

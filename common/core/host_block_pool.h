@@ -1,5 +1,6 @@
-// Host memory behind the simulator's segments (values fidelity): page-aligned blocks mapped from
-// the kernel and recycled across SimDevices of one process.
+// Large host memory of one process: page-aligned blocks mapped from the kernel and recycled, behind
+// the simulator's segments (values fidelity) and the replay's host buffers (host_buffer.h), across
+// the SimDevices and replays of one process.
 //
 // Why recycle: the first touch of a freshly mapped page costs a page fault and the kernel's
 // zeroing, which on virtual machines is slower than copying the page; a seed campaign builds one
@@ -11,8 +12,8 @@
 // Bound: a released block is kept only while the blocks kept plus the blocks in use stay within
 // the most the process has had in use at once; a miss releases kept blocks before it maps a new
 // one. So the process never holds more than its peak in-use bytes.
-#ifndef DMALAB_SIM_HOST_BLOCK_POOL_H_
-#define DMALAB_SIM_HOST_BLOCK_POOL_H_
+#ifndef DMALAB_COMMON_CORE_HOST_BLOCK_POOL_H_
+#define DMALAB_COMMON_CORE_HOST_BLOCK_POOL_H_
 
 #include <cstdint>
 
@@ -58,4 +59,4 @@ HostBlockPoolStats GetHostBlockPoolStats();
 
 }  // namespace dmalab
 
-#endif  // DMALAB_SIM_HOST_BLOCK_POOL_H_
+#endif  // DMALAB_COMMON_CORE_HOST_BLOCK_POOL_H_

@@ -1,4 +1,4 @@
-#include "sim/host_block_pool.h"
+#include "common/core/host_block_pool.h"
 
 #include <sys/mman.h>
 
