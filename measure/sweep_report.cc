@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/core/enum_table.h"
 #include "common/core/json_writer.h"
 #include "common/core/version.h"
 
@@ -33,15 +34,9 @@ std::string JsonTiming(const SweepTiming& t) {
 }  // namespace
 
 std::string_view NcclTypeName(DType dtype) {
-  switch (dtype) {
-    case DType::kBF16:
-      return "bfloat16";
-    case DType::kFP16:
-      return "half";
-    case DType::kFP32:
-      return "float";
-  }
-  return "unknown";
+  static constexpr auto kNcclTypes = MakeEnumTable<DType>(
+      {{DType::kBF16, "bfloat16"}, {DType::kFP16, "half"}, {DType::kFP32, "float"}});
+  return kNcclTypes.Name(dtype, "unknown");
 }
 
 std::string NcclNumber(double value, int width) {

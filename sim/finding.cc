@@ -1,32 +1,26 @@
 #include "sim/finding.h"
 
 #include "absl/strings/str_format.h"
+#include "common/core/enum_table.h"
 
 namespace dmalab {
 
-std::string_view FindingKindName(FindingKind kind) {
-  switch (kind) {
-    case FindingKind::kRace:
-      return "race";
-    case FindingKind::kUseAfterFree:
-      return "use-after-free";
-    case FindingKind::kUseAfterReuse:
-      return "use-after-reuse";
-    case FindingKind::kOutOfBounds:
-      return "out-of-bounds";
-    case FindingKind::kDeadlock:
-      return "deadlock";
-    case FindingKind::kShadowUnknownWord:
-      return "shadow-unknown-word";
-    case FindingKind::kForeignAddress:
-      return "foreign_address";
-    case FindingKind::kStaleIpcMapping:
-      return "stale_ipc_mapping";
-    case FindingKind::kUnmappedAddress:
-      return "unmapped_address";
-  }
-  return "?";
-}
+namespace {
+
+constexpr auto kFindingKinds =
+    MakeEnumTable<FindingKind>({{FindingKind::kRace, "race"},
+                                {FindingKind::kUseAfterFree, "use-after-free"},
+                                {FindingKind::kUseAfterReuse, "use-after-reuse"},
+                                {FindingKind::kOutOfBounds, "out-of-bounds"},
+                                {FindingKind::kDeadlock, "deadlock"},
+                                {FindingKind::kShadowUnknownWord, "shadow-unknown-word"},
+                                {FindingKind::kForeignAddress, "foreign_address"},
+                                {FindingKind::kStaleIpcMapping, "stale_ipc_mapping"},
+                                {FindingKind::kUnmappedAddress, "unmapped_address"}});
+
+}  // namespace
+
+std::string_view FindingKindName(FindingKind kind) { return kFindingKinds.Name(kind); }
 
 DeviceFinding Finding::ToDeviceFinding() const {
   return DeviceFinding{std::string(FindingKindName(kind)), rank, mem, alloc_tag, ops, message};

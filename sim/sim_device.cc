@@ -12,6 +12,7 @@
 #include "common/core/hash.h"
 #include "common/core/reduce_host.h"
 #include "common/core/status_macros.h"
+#include "sim/enum_names.h"
 
 namespace dmalab {
 namespace {
@@ -138,16 +139,9 @@ class StreamBits {
 
 }  // namespace
 
-std::string_view FidelityName(Fidelity fidelity) {
-  return fidelity == Fidelity::kValues ? "values" : "shadow";
-}
+std::string_view FidelityName(Fidelity fidelity) { return kFidelities.Name(fidelity); }
 
-absl::StatusOr<Fidelity> ParseFidelity(std::string_view text) {
-  if (text == "values") return Fidelity::kValues;
-  if (text == "shadow") return Fidelity::kShadow;
-  return absl::InvalidArgumentError(
-      absl::StrFormat("fidelity is '%s'; allowed: values, shadow", text));
-}
+absl::StatusOr<Fidelity> ParseFidelity(std::string_view text) { return kFidelities.Parse(text); }
 
 // Timing: the model sees each op's host enqueue time and, once executed, what it waited for.
 TimedOp::Kind SimDevice::TimedKind(OpKind kind) {

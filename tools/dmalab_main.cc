@@ -13,14 +13,17 @@
 #include "absl/strings/str_join.h"
 #include "common/core/byte_size.h"
 #include "common/core/dtype.h"
+#include "common/core/enum_names.h"
 #include "common/core/version.h"
 #include "common/plugin/open_collective.h"
+#include "common/ring/enum_names.h"
 #include "common/ring/ring_planner.h"
 #include "dmalab/faults.h"
 #include "dmalab/wire.h"
 #include "runner/ordered_parallel.h"
 #include "runner/rank_process.h"
 #include "runner/seed_split.h"
+#include "sim/enum_names.h"
 #include "tools/calibrate_command.h"
 #include "tools/checked_stdout.h"
 #include "tools/cli_flags.h"
@@ -107,19 +110,16 @@ void AddJobs(FlagSet& f, int* jobs, const std::string& what) {
 }
 
 void AddDType(FlagSet& f, std::string* dtype) {
-  f.Text("--dtype", dtype, "element type: bf16, fp16, fp32", Accepts(ParseDType))
+  f.Text("--dtype", dtype, absl::StrCat("element type: ", kDTypes.Allowed()), Accepts(ParseDType))
       ->default_str(*dtype);
 }
 void AddWire(FlagSet& f, std::string* wire) {
-  f.Text("--wire", wire, "wire mode: bf16, i8, i8_ring, i8_a2a, e4m3, e4m3_ring, e4m3_a2a",
-         Accepts(ParseWireMode))
+  f.Text("--wire", wire, absl::StrCat("wire mode: ", kWireModes.Allowed()), Accepts(ParseWireMode))
       ->default_str(*wire);
 }
 void AddInject(FlagSet& f, std::string* inject) {
   f.Text("--inject", inject,
-         "faults to inject, comma-separated: persistent-output, drop-copy-wait, "
-         "skip-end-handshake, early-return, flag-ready-not-consumed, graph-output-freed, "
-         "inplace-alias-ring, owner-keeps-prequant (or none)",
+         absl::StrCat("faults to inject, comma-separated: ", kFaults.Allowed(), " (or none)"),
          Accepts(FaultSet::Parse));
 }
 void AddPieces(FlagSet& f, int* pieces) {
@@ -155,7 +155,7 @@ void AddProcs(FlagSet& f, int* procs) {
             "rank 0 prints the report");
 }
 void AddFidelity(FlagSet& f, std::string* fidelity) {
-  f.Choice("--fidelity", fidelity, {"values", "shadow"},
+  f.Choice("--fidelity", fidelity, kFidelities.Names(),
            "simulator: values (real bytes and arithmetic) or shadow (no payload, only each "
            "byte's provenance: much faster, no numeric checks)");
 }

@@ -1,30 +1,12 @@
 #include "dmalab/device.h"
 
+#include "common/core/enum_names.h"
+
 namespace dmalab {
 
-std::string_view StreamKindName(StreamKind kind) {
-  switch (kind) {
-    case StreamKind::kCompute:
-      return "compute";
-    case StreamKind::kCopy:
-      return "copy";
-    case StreamKind::kFlag:
-      return "flag";
-  }
-  return "?";
-}
+std::string_view StreamKindName(StreamKind kind) { return kStreamKinds.Name(kind); }
 
-std::string_view CodecName(Codec codec) {
-  switch (codec) {
-    case Codec::kPlain:
-      return "plain";
-    case Codec::kInt8Block:
-      return "int8-block";
-    case Codec::kE4M3Block:
-      return "e4m3-block";
-  }
-  return "?";
-}
+std::string_view CodecName(Codec codec) { return kCodecs.Name(codec); }
 
 uint64_t EncodedBytes(Codec codec, DType dtype, int64_t elems) {
   if (codec == Codec::kPlain) return static_cast<uint64_t>(elems) * DTypeBytes(dtype);

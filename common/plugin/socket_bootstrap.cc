@@ -18,6 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "common/core/enum_table.h"
 #include "common/core/status_macros.h"
 
 namespace dmalab {
@@ -99,17 +100,15 @@ std::string RankList(const std::vector<int>& ranks) {
 // The longer wait of a rank other than 0 for rank 0's answer (see SocketBootstrapOptions).
 absl::Duration WithGrace(absl::Duration d) { return d + std::min(d / 2, absl::Seconds(5)); }
 
+// The names of the calls' frames; any other frame is named by its number.
+constexpr auto kCallKinds = MakeEnumTable<Kind>({{Kind::kAllGather, "allgather"},
+                                                 {Kind::kBarrier, "barrier"},
+                                                 {Kind::kBroadcast, "broadcast"}});
+
 std::string KindName(Kind kind) {
-  switch (kind) {
-    case Kind::kAllGather:
-      return "allgather";
-    case Kind::kBarrier:
-      return "barrier";
-    case Kind::kBroadcast:
-      return "broadcast";
-    default:
-      return absl::StrFormat("a frame of kind %d", static_cast<int>(kind));
-  }
+  const std::string_view name = kCallKinds.Name(kind, "");
+  if (!name.empty()) return std::string(name);
+  return absl::StrFormat("a frame of kind %d", static_cast<int>(kind));
 }
 
 // "allgather of 8 bytes", "barrier", "broadcast of 8 bytes from rank 1": a call as one rank made

@@ -2,27 +2,29 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/core/enum_table.h"
 
 namespace dmalab {
 namespace {
 
-std::string_view OpKindName(OpKind k) {
-  switch (k) {
-    case OpKind::kRecord:
-      return "record";
-    case OpKind::kWaitEvent:
-      return "wait-event";
-    case OpKind::kCopy:
-      return "copy";
-    case OpKind::kReduce:
-      return "reduce";
-    case OpKind::kSignal:
-      return "signal";
-    case OpKind::kWaitFlag:
-      return "wait-flag";
-  }
-  return "?";
-}
+constexpr auto kOpKinds = MakeEnumTable<OpKind>({{OpKind::kRecord, "record"},
+                                                 {OpKind::kWaitEvent, "wait-event"},
+                                                 {OpKind::kCopy, "copy"},
+                                                 {OpKind::kReduce, "reduce"},
+                                                 {OpKind::kSignal, "signal"},
+                                                 {OpKind::kWaitFlag, "wait-flag"}});
+
+constexpr auto kPlanStreams = MakeEnumTable<PlanStream>({{PlanStream::kCompute, "compute"},
+                                                         {PlanStream::kSend, "send"},
+                                                         {PlanStream::kPlace, "place"},
+                                                         {PlanStream::kFlag, "flag"}});
+
+constexpr auto kPhases = MakeEnumTable<Phase>({{Phase::kEntry, "entry"},
+                                               {Phase::kReduceScatter, "rs"},
+                                               {Phase::kAllGather, "ag"},
+                                               {Phase::kExit, "exit"}});
+
+std::string_view OpKindName(OpKind k) { return kOpKinds.Name(k); }
 
 std::string SliceString(const Slice& s) {
   std::string where;
@@ -50,33 +52,9 @@ std::string SliceString(const Slice& s) {
 
 }  // namespace
 
-std::string_view PlanStreamName(PlanStream s) {
-  switch (s) {
-    case PlanStream::kCompute:
-      return "compute";
-    case PlanStream::kSend:
-      return "send";
-    case PlanStream::kPlace:
-      return "place";
-    case PlanStream::kFlag:
-      return "flag";
-  }
-  return "?";
-}
+std::string_view PlanStreamName(PlanStream s) { return kPlanStreams.Name(s); }
 
-std::string_view PhaseName(Phase p) {
-  switch (p) {
-    case Phase::kEntry:
-      return "entry";
-    case Phase::kReduceScatter:
-      return "rs";
-    case Phase::kAllGather:
-      return "ag";
-    case Phase::kExit:
-      return "exit";
-  }
-  return "?";
-}
+std::string_view PhaseName(Phase p) { return kPhases.Name(p); }
 
 std::string PlanOp::Label() const {
   if (phase == Phase::kEntry || phase == Phase::kExit) {

@@ -18,6 +18,7 @@
 #include "common/core/status_macros.h"
 #include "common/plugin/open_collective.h"
 #include "common/ring/dma_all_reduce.h"
+#include "common/scenario/enum_names.h"
 #include "common/scenario/fill.h"
 #include "common/scenario/known_values.h"
 #include "common/scenario/replay_checks.h"
@@ -26,33 +27,7 @@
 namespace dmalab {
 
 std::string_view ReplayFindingKindName(ReplayFindingKind kind) {
-  switch (kind) {
-    case ReplayFindingKind::kPointerAlias:
-      return "pointer_alias";
-    case ReplayFindingKind::kRetainedMismatch:
-      return "retained_mismatch";
-    case ReplayFindingKind::kRankInconsistent:
-      return "rank_inconsistent";
-    case ReplayFindingKind::kExpectEqual:
-      return "expect_equal";
-    case ReplayFindingKind::kWrongSum:
-      return "wrong_sum";
-    case ReplayFindingKind::kNonFinite:
-      return "non_finite";
-    case ReplayFindingKind::kFreeFailed:
-      return "free_failed";
-    case ReplayFindingKind::kDeviceError:
-      return "device_error";
-    case ReplayFindingKind::kDeviceChecker:
-      return "device_checker";
-    case ReplayFindingKind::kCollectiveError:
-      return "collective_error";
-    case ReplayFindingKind::kCollectiveCrash:
-      return "collective_crash";
-    case ReplayFindingKind::kCollectiveHang:
-      return "collective_hang";
-  }
-  return "?";
+  return kReplayFindingKinds.Name(kind);
 }
 
 namespace {

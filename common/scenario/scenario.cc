@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/scenario/enum_names.h"
 
 namespace dmalab {
 
@@ -16,45 +17,9 @@ int64_t TensorDecl::elems() const {
   return n;
 }
 
-std::string_view StepKindName(StepKind kind) {
-  switch (kind) {
-    case StepKind::kFill:
-      return "fill";
-    case StepKind::kAllReduce:
-      return "all_reduce";
-    case StepKind::kRetain:
-      return "retain";
-    case StepKind::kUnretain:
-      return "unretain";
-    case StepKind::kRelease:
-      return "release";
-    case StepKind::kAdd:
-      return "add";
-    case StepKind::kExpectUnchanged:
-      return "expect_unchanged";
-    case StepKind::kExpectEqual:
-      return "expect_equal";
-    case StepKind::kRepeat:
-      return "repeat";
-    case StepKind::kCaptureGraph:
-      return "capture_graph";
-    case StepKind::kLaunchGraph:
-      return "launch_graph";
-  }
-  return "?";
-}
+std::string_view StepKindName(StepKind kind) { return kStepKinds.Name(kind); }
 
-std::string_view AllReduceFormName(AllReduceForm form) {
-  switch (form) {
-    case AllReduceForm::kDefault:
-      return "default";
-    case AllReduceForm::kOut:
-      return "out";
-    case AllReduceForm::kInPlace:
-      return "in_place";
-  }
-  return "?";
-}
+std::string_view AllReduceFormName(AllReduceForm form) { return kAllReduceForms.Name(form); }
 
 bool Step::OnRank(int rank) const {
   return ranks.empty() || std::find(ranks.begin(), ranks.end(), rank) != ranks.end();

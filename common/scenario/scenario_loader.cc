@@ -3,7 +3,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/core/enum_names.h"
 #include "common/core/status_macros.h"
+#include "common/ring/enum_names.h"
+#include "common/scenario/enum_names.h"
 #include "common/scenario/fill.h"
 #include "common/scenario/scenario_lifetimes.h"
 #include "common/scenario/yaml_fields.h"
@@ -13,10 +16,6 @@ namespace dmalab {
 namespace {
 
 constexpr int64_t kMaxElems = int64_t{1} << 40;
-
-constexpr char kStepKinds[] =
-    "fill, all_reduce, retain, unretain, release, free, add, expect_unchanged, expect_equal, "
-    "repeat, capture_graph, launch_graph";
 
 class Loader {
  public:
@@ -64,18 +63,10 @@ absl::StatusOr<Scenario> Loader::Load(const YAML::Node& root) {
   DMALAB_ASSIGN_OR_RETURN(auto world, f_.Int(world_node, "world", 2, 16));
   s_.world = static_cast<int>(world);
   if (auto n = f_.Optional(root, "dtype")) {
-    constexpr std::string_view kAllowed = "bf16, fp16, fp32";
-    DMALAB_ASSIGN_OR_RETURN(auto name, f_.String(*n, "dtype", kAllowed));
-    auto dtype = ParseDType(name);
-    if (!dtype.ok()) return f_.Error(*n, "dtype", absl::StrCat("'", name, "'"), kAllowed);
-    s_.dtype = *dtype;
+    DMALAB_ASSIGN_OR_RETURN(s_.dtype, f_.Named(*n, "dtype", kDTypes));
   }
   if (auto n = f_.Optional(root, "wire")) {
-    constexpr std::string_view kAllowed = "bf16, i8, i8_ring, i8_a2a, e4m3, e4m3_ring, e4m3_a2a";
-    DMALAB_ASSIGN_OR_RETURN(auto name, f_.String(*n, "wire", kAllowed));
-    auto wire = ParseWireMode(name);
-    if (!wire.ok()) return f_.Error(*n, "wire", absl::StrCat("'", name, "'"), kAllowed);
-    s_.wire = *wire;
+    DMALAB_ASSIGN_OR_RETURN(s_.wire, f_.Named(*n, "wire", kWireModes));
   }
   if (auto n = f_.Optional(root, "seed")) {
     DMALAB_ASSIGN_OR_RETURN(auto seed, f_.UInt64(*n, "seed"));
@@ -167,14 +158,7 @@ absl::Status Loader::Tensors(const YAML::Node& node) {
                                           "a list of positive integers or a name under 'shapes'"));
       shape_node.reset(sn);  // rebinds; operator= would overwrite the tree
       if (auto d = f_.Optional(it->second, "dtype")) {
-        DMALAB_ASSIGN_OR_RETURN(auto dname,
-                                f_.String(*d, FieldPath(path, "dtype"), "bf16, fp16, fp32"));
-        auto dtype = ParseDType(dname);
-        if (!dtype.ok()) {
-          return f_.Error(*d, FieldPath(path, "dtype"), absl::StrCat("'", dname, "'"),
-                          "bf16, fp16, fp32");
-        }
-        t.dtype = *dtype;
+        DMALAB_ASSIGN_OR_RETURN(t.dtype, f_.Named(*d, FieldPath(path, "dtype"), kDTypes));
       }
     }
     DMALAB_ASSIGN_OR_RETURN(auto shape, Shape(shape_node, path));
@@ -201,7 +185,7 @@ absl::StatusOr<std::vector<Step>> Loader::Steps(const YAML::Node& node,
 }
 
 absl::StatusOr<Step> Loader::OneStep(const YAML::Node& node, std::string_view path) const {
-  const std::string allowed = absl::StrCat("a map with one of the keys ", kStepKinds);
+  const std::string allowed = absl::StrCat("a map with one of the keys ", kStepKinds.Allowed());
   if (!node.IsMap() || node.size() != 1) return f_.Error(node, path, f_.Describe(node), allowed);
   const YAML::Node key = node.begin()->first;
   const YAML::Node value = node.begin()->second;
@@ -209,27 +193,11 @@ absl::StatusOr<Step> Loader::OneStep(const YAML::Node& node, std::string_view pa
   Step step;
   step.loc = f_.Loc(key);
   step.path = std::string(path);
-  static const std::pair<std::string_view, StepKind> kKinds[] = {
-      {"fill", StepKind::kFill},
-      {"all_reduce", StepKind::kAllReduce},
-      {"retain", StepKind::kRetain},
-      {"unretain", StepKind::kUnretain},
-      {"release", StepKind::kRelease},
-      {"free", StepKind::kRelease},
-      {"add", StepKind::kAdd},
-      {"expect_unchanged", StepKind::kExpectUnchanged},
-      {"expect_equal", StepKind::kExpectEqual},
-      {"repeat", StepKind::kRepeat},
-      {"capture_graph", StepKind::kCaptureGraph},
-      {"launch_graph", StepKind::kLaunchGraph}};
-  bool known = false;
-  for (const auto& [name, k] : kKinds) {
-    if (kind == name) {
-      step.kind = k;
-      known = true;
-    }
+  const std::optional<StepKind> known = kStepKinds.Find(kind);
+  if (!known) {
+    return f_.Error(key, path, absl::StrFormat("step %s", f_.Describe(key)), kStepKinds.Allowed());
   }
-  if (!known) return f_.Error(key, path, absl::StrFormat("step %s", f_.Describe(key)), kStepKinds);
+  step.kind = *known;
   DMALAB_RETURN_IF_ERROR(StepFields(value, FieldPath(path, kind), &step));
   return step;
 }
@@ -404,11 +372,7 @@ absl::Status Loader::Fill(const YAML::Node& map, std::string_view path, Step* st
   DMALAB_RETURN_IF_ERROR(Ranks(map, path, step));
   DMALAB_RETURN_IF_ERROR(TensorName(map, path, "tensor", &step->tensor, step));
   if (auto n = f_.Optional(map, "kind")) {
-    DMALAB_ASSIGN_OR_RETURN(auto kind, f_.String(*n, FieldPath(path, "kind"), "random, int"));
-    if (kind != "random" && kind != "int") {
-      return f_.Error(*n, FieldPath(path, "kind"), absl::StrCat("'", kind, "'"), "random, int");
-    }
-    step->fill_kind = kind == "int" ? FillKind::kInt : FillKind::kRandom;
+    DMALAB_ASSIGN_OR_RETURN(step->fill_kind, f_.Named(*n, FieldPath(path, "kind"), kFillKinds));
   }
   if (auto n = f_.Optional(map, "seed")) {
     DMALAB_ASSIGN_OR_RETURN(auto seed, f_.UInt64(*n, FieldPath(path, "seed")));
@@ -483,11 +447,8 @@ absl::Status Loader::Expectations(const YAML::Node& node) {
       DMALAB_ASSIGN_OR_RETURN(auto faults, f_.String(*n, FieldPath(path, "faults"), "fault names"));
       auto set = FaultSet::Parse(faults);
       if (!set.ok()) {
-        std::vector<std::string> names;
-        for (Fault f : AllFaults()) names.emplace_back(FaultName(f));
-        return f_.Error(
-            *n, FieldPath(path, "faults"), absl::StrCat("'", faults, "'"),
-            absl::StrCat("none or a comma-separated list of ", absl::StrJoin(names, ", ")));
+        return f_.Error(*n, FieldPath(path, "faults"), absl::StrCat("'", faults, "'"),
+                        absl::StrCat("none or a comma-separated list of ", kFaults.Allowed()));
       }
       x.faults = set->ToString();
     }

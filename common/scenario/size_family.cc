@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "common/core/byte_size.h"
 #include "common/scenario/fill.h"
+#include "dmalab/scenario.h"
 
 namespace dmalab {
 
@@ -26,20 +27,9 @@ constexpr uint64_t kPrefillBytes = 32ull << 20;
 constexpr int kElemBytes = 2;  // bf16
 constexpr int kLaunches = 3;   // launches of each captured decode step
 
-enum class Form { kDefault, kOut, kInPlace };
-constexpr Form kForms[] = {Form::kDefault, Form::kOut, Form::kInPlace};
-
-const char* FormName(Form f) {
-  switch (f) {
-    case Form::kDefault:
-      return "default";
-    case Form::kOut:
-      return "out";
-    case Form::kInPlace:
-      return "in_place";
-  }
-  return "?";
-}
+// The all_reduce forms, in the order members take them in turn; labels end in their names.
+constexpr AllReduceForm kForms[] = {AllReduceForm::kDefault, AllReduceForm::kOut,
+                                    AllReduceForm::kInPlace};
 
 // One member's text: tensors are declared as the steps use them. Every fill is an integer fill
 // bounded so that the sum over the ranks is exact in bf16 (ExactIntegerLimit).
@@ -59,8 +49,8 @@ class Member {
   // One all-reduce of a fresh input of `shape` in `form`, labelled `label`: the input produced
   // on the device by an add (`produced`) or filled, and a residual retained across the call
   // (`residual`); every tensor released after it.
-  void Call(const std::string& label, const std::vector<int64_t>& shape, Form form, bool produced,
-            bool residual) {
+  void Call(const std::string& label, const std::vector<int64_t>& shape, AllReduceForm form,
+            bool produced, bool residual) {
     const int i = cases_++;
     const std::string x = absl::StrFormat("x%d", i), y = absl::StrFormat("y%d", i);
     Comment(absl::StrFormat("%s: %s, %s", label, ShapeText(shape), Bytes(shape)));
@@ -74,18 +64,18 @@ class Member {
       release.push_back(r);
     }
     switch (form) {
-      case Form::kDefault:
+      case AllReduceForm::kDefault:
         Tensor(y, shape);
         Step(absl::StrFormat("all_reduce: {input: %s, result: %s, label: %s}", x, y, label));
         release.push_back(y);
         break;
-      case Form::kOut:
+      case AllReduceForm::kOut:
         Tensor(y, shape);
         Fill(y, 0, 0);
         Step(absl::StrFormat("all_reduce: {input: %s, out: %s, label: %s}", x, y, label));
         release.push_back(y);
         break;
-      case Form::kInPlace:
+      case AllReduceForm::kInPlace:
         Step(absl::StrFormat("all_reduce: {input: %s, in_place: true, label: %s}", x, label));
         break;
     }
@@ -206,8 +196,9 @@ SizeFamilyMember Decode(int world) {
   for (int64_t t : kDecodeTokens) {
     for (int64_t h : kHiddens) {
       if (!m.Allowed({t, h})) continue;
-      for (Form f : kForms) {
-        m.Call(absl::StrFormat("t%d.h%d.%s", t, h, FormName(f)), {t, h}, f, /*produced=*/true,
+      for (AllReduceForm f : kForms) {
+        m.Call(absl::StrFormat("t%d.h%d.%s", t, h, AllReduceFormName(f)), {t, h}, f,
+               /*produced=*/true,
                /*residual=*/true);
       }
     }
@@ -236,8 +227,9 @@ SizeFamilyMember Batch(int world) {
   for (int64_t t : kBatchTokens) {
     for (int64_t h : kHiddens) {
       if (!m.Allowed({t, h})) continue;
-      const Form f = kForms[n++ % 3];
-      m.Call(absl::StrFormat("t%d.h%d.%s", t, h, FormName(f)), {t, h}, f, /*produced=*/true,
+      const AllReduceForm f = kForms[n++ % 3];
+      m.Call(absl::StrFormat("t%d.h%d.%s", t, h, AllReduceFormName(f)), {t, h}, f,
+             /*produced=*/true,
              /*residual=*/false);
     }
   }
@@ -254,8 +246,8 @@ SizeFamilyMember Prefill(int world) {
       if (static_cast<uint64_t>(t * *it * kElemBytes) > kPrefillBytes || !m.Allowed({t, *it})) {
         continue;
       }
-      const Form f = kForms[n++ % 3];
-      m.Call(absl::StrFormat("t%d.h%d.%s", t, *it, FormName(f)), {t, *it}, f,
+      const AllReduceForm f = kForms[n++ % 3];
+      m.Call(absl::StrFormat("t%d.h%d.%s", t, *it, AllReduceFormName(f)), {t, *it}, f,
              /*produced=*/false, /*residual=*/false);
       break;
     }
@@ -277,9 +269,10 @@ SizeFamilyMember Thresholds(int world) {
     std::vector<int64_t> sizes = {at};
     if (p <= largest / 4) sizes.push_back(at + step);
     for (int64_t elems : sizes) {
-      const Form f = kForms[n++ % 3];
-      m.Call(absl::StrFormat("%s.%dB.%s", FormatByteSize(p), elems * kElemBytes, FormName(f)),
-             {elems}, f, /*produced=*/false, /*residual=*/false);
+      const AllReduceForm f = kForms[n++ % 3];
+      m.Call(
+          absl::StrFormat("%s.%dB.%s", FormatByteSize(p), elems * kElemBytes, AllReduceFormName(f)),
+          {elems}, f, /*produced=*/false, /*residual=*/false);
     }
   }
   return Finish(m, "thresholds",

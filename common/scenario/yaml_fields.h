@@ -18,6 +18,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "common/core/enum_table.h"
 #include "dmalab/scenario.h"
 #include "dmalab/yaml_limits.h"
 // yaml-cpp 0.7's inline accessors trip GCC 12's -Wdangling-pointer (a false positive in the
@@ -76,6 +78,16 @@ class YamlFields {
   absl::StatusOr<uint64_t> UInt64(const YAML::Node& node, std::string_view path) const;
   absl::StatusOr<double> Double(const YAML::Node& node, std::string_view path) const;
   absl::StatusOr<bool> Bool(const YAML::Node& node, std::string_view path) const;
+  // A scalar that is one of `table`'s names (common/core/enum_table.h); allowed: its list.
+  template <typename E, size_t N>
+  absl::StatusOr<E> Named(const YAML::Node& node, std::string_view path,
+                          const EnumTable<E, N>& table) const {
+    const std::string allowed = table.Allowed();
+    absl::StatusOr<std::string> name = String(node, path, allowed);
+    if (!name.ok()) return name.status();
+    if (std::optional<E> value = table.Find(*name)) return *value;
+    return Error(node, path, absl::StrCat("'", *name, "'"), allowed);
+  }
 
   // The values a number field takes. kPositive ("a number > 0" in errors) and kNonNegative
   // ("a number >= 0") bound one side. The physical kinds bound both, so that what a model

@@ -25,6 +25,7 @@ try:
         fill_into,
         exact_integer_limit,
         dtype_bytes,
+        dtype_names,
         xxh64,
         hash_string,
         summary_line,

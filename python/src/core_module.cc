@@ -12,7 +12,10 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "common/core/dtype.h"
+#include "common/core/enum_names.h"
 #include "common/core/hash.h"
+#include "common/ring/enum_names.h"
+#include "common/scenario/enum_names.h"
 #include "common/scenario/fill.h"
 #include "common/scenario/replay_expectations.h"
 #include "dmalab/faults.h"
@@ -35,36 +38,19 @@ PyObject* scenario_error = nullptr;
   throw py::error_already_set();
 }
 
-DType DTypeArg(const std::string& name) {
-  absl::StatusOr<DType> t = ParseDType(name);
-  if (!t.ok()) throw py::value_error(std::string(t.status().message()));
-  return *t;
+// The value `name` names in `table` (common/core/enum_table.h); a ValueError with the table's
+// message for any other name.
+template <typename E, size_t N>
+E EnumArg(const EnumTable<E, N>& table, const std::string& name) {
+  absl::StatusOr<E> value = table.Parse(name);
+  if (!value.ok()) throw py::value_error(std::string(value.status().message()));
+  return *value;
 }
 
-FillKind FillKindArg(const std::string& name) {
-  if (name == "int") return FillKind::kInt;
-  if (name == "random") return FillKind::kRandom;
-  throw py::value_error("fill kind '" + name + "': allowed int, random");
-}
-
-ReplayFindingKind FindingKindArg(const std::string& name) {
-  for (ReplayFindingKind k :
-       {ReplayFindingKind::kPointerAlias, ReplayFindingKind::kRetainedMismatch,
-        ReplayFindingKind::kRankInconsistent, ReplayFindingKind::kExpectEqual,
-        ReplayFindingKind::kWrongSum, ReplayFindingKind::kNonFinite, ReplayFindingKind::kFreeFailed,
-        ReplayFindingKind::kDeviceError, ReplayFindingKind::kDeviceChecker,
-        ReplayFindingKind::kCollectiveError, ReplayFindingKind::kCollectiveCrash,
-        ReplayFindingKind::kCollectiveHang}) {
-    if (ReplayFindingKindName(k) == name) return k;
-  }
-  throw py::value_error("finding kind '" + name + "' is not one of the replay's kinds");
-}
-
-AllReduceForm FormArg(const std::string& name) {
-  for (AllReduceForm f : {AllReduceForm::kDefault, AllReduceForm::kOut, AllReduceForm::kInPlace}) {
-    if (AllReduceFormName(f) == name) return f;
-  }
-  throw py::value_error("all_reduce form '" + name + "': allowed default, out, in_place");
+// The name of `value` in `table`, as a Python str.
+template <typename E, size_t N>
+std::string EnumText(const EnumTable<E, N>& table, E value) {
+  return std::string(table.Name(value));
 }
 
 // A C-contiguous buffer's bytes; `writable` asks for a writable one.
@@ -112,27 +98,25 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("name", &TensorDecl::name)
       .def_readonly("shape", &TensorDecl::shape)
       .def_property_readonly("dtype",
-                             [](const TensorDecl& t) { return std::string(DTypeName(t.dtype)); })
+                             [](const TensorDecl& t) { return EnumText(kDTypes, t.dtype); })
       .def_readonly("loc", &TensorDecl::loc)
       .def_property_readonly("elems", &TensorDecl::elems)
       .def_property_readonly("bytes", &TensorDecl::bytes);
 
   py::class_<Step>(m, "Step")
-      .def_property_readonly("kind",
-                             [](const Step& s) { return std::string(StepKindName(s.kind)); })
+      .def_property_readonly("kind", [](const Step& s) { return EnumText(kStepKinds, s.kind); })
       .def_readonly("loc", &Step::loc)
       .def_readonly("path", &Step::path)
       .def_readonly("label", &Step::label)
       .def_readonly("tensor", &Step::tensor)
-      .def_property_readonly(
-          "fill_kind",
-          [](const Step& s) { return s.fill_kind == FillKind::kInt ? "int" : "random"; })
+      .def_property_readonly("fill_kind",
+                             [](const Step& s) { return EnumText(kFillKinds, s.fill_kind); })
       .def_readonly("seed", &Step::seed)
       .def_readonly("lo", &Step::lo)
       .def_readonly("hi", &Step::hi)
       .def_readonly("input", &Step::input)
       .def_property_readonly("form",
-                             [](const Step& s) { return std::string(AllReduceFormName(s.form)); })
+                             [](const Step& s) { return EnumText(kAllReduceForms, s.form); })
       .def_readonly("result", &Step::result)
       .def_readonly("out", &Step::out)
       .def_readonly("dst", &Step::dst)
@@ -156,10 +140,8 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("description", &Scenario::description)
       .def_readonly("file", &Scenario::file)
       .def_readonly("world", &Scenario::world)
-      .def_property_readonly("dtype",
-                             [](const Scenario& s) { return std::string(DTypeName(s.dtype)); })
-      .def_property_readonly("wire",
-                             [](const Scenario& s) { return std::string(WireModeName(s.wire)); })
+      .def_property_readonly("dtype", [](const Scenario& s) { return EnumText(kDTypes, s.dtype); })
+      .def_property_readonly("wire", [](const Scenario& s) { return EnumText(kWireModes, s.wire); })
       .def_readonly("seed", &Scenario::seed)
       .def_readonly("topology", &Scenario::topology)
       .def_readonly("shapes", &Scenario::shapes)
@@ -204,8 +186,8 @@ PYBIND11_MODULE(_core, m) {
       "fill_into",
       [](py::buffer out, const std::string& dtype, const std::string& kind, double lo, double hi,
          uint64_t key) {
-        const DType t = DTypeArg(dtype);
-        const FillKind k = FillKindArg(kind);
+        const DType t = EnumArg(kDTypes, dtype);
+        const FillKind k = EnumArg(kFillKinds, kind);
         Bytes b = BufferBytes(out, /*writable=*/true);
         if (b.size() % DTypeBytes(t) != 0) {
           throw py::value_error("the buffer's size is not a whole number of elements");
@@ -216,8 +198,13 @@ PYBIND11_MODULE(_core, m) {
       py::arg("out"), py::arg("dtype"), py::arg("kind"), py::arg("lo"), py::arg("hi"),
       py::arg("key"), "Writes the fill's elements into a writable C-contiguous buffer.");
   m.def("exact_integer_limit",
-        [](const std::string& dtype) { return ExactIntegerLimit(DTypeArg(dtype)); });
-  m.def("dtype_bytes", [](const std::string& dtype) { return DTypeBytes(DTypeArg(dtype)); });
+        [](const std::string& dtype) { return ExactIntegerLimit(EnumArg(kDTypes, dtype)); });
+  m.def("dtype_bytes",
+        [](const std::string& dtype) { return DTypeBytes(EnumArg(kDTypes, dtype)); });
+  m.def(
+      "dtype_names", [] { return kDTypes.Names(); },
+      "The element types' names, as scenarios and the command line write them: "
+      "['bf16', 'fp16', 'fp32'].");
 
   // Hashes (common/core/hash.h).
   m.def(
@@ -252,8 +239,8 @@ PYBIND11_MODULE(_core, m) {
   py::class_<ReplayFinding>(m, "ReplayFinding")
       .def(py::init<>())
       .def_property(
-          "kind", [](const ReplayFinding& f) { return std::string(ReplayFindingKindName(f.kind)); },
-          [](ReplayFinding& f, const std::string& k) { f.kind = FindingKindArg(k); })
+          "kind", [](const ReplayFinding& f) { return EnumText(kReplayFindingKinds, f.kind); },
+          [](ReplayFinding& f, const std::string& k) { f.kind = EnumArg(kReplayFindingKinds, k); })
       .def_readwrite("step_index", &ReplayFinding::step_index)
       .def_readwrite("step", &ReplayFinding::step)
       .def_readwrite("rank", &ReplayFinding::rank)
@@ -269,8 +256,8 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("input", &AllReduceRecord::input)
       .def_readwrite("output", &AllReduceRecord::output)
       .def_property(
-          "form", [](const AllReduceRecord& a) { return std::string(AllReduceFormName(a.form)); },
-          [](AllReduceRecord& a, const std::string& f) { a.form = FormArg(f); })
+          "form", [](const AllReduceRecord& a) { return EnumText(kAllReduceForms, a.form); },
+          [](AllReduceRecord& a, const std::string& f) { a.form = EnumArg(kAllReduceForms, f); })
       .def_readwrite("elems", &AllReduceRecord::elems)
       .def_readwrite("bytes", &AllReduceRecord::bytes)
       .def_readwrite("hash", &AllReduceRecord::hash)

@@ -52,6 +52,19 @@ TEST_F(YamlFieldsTest, NonEmptyStringRejectsTheEmptyOneAndNonScalars) {
   EXPECT_EQ(*f_.NonEmptyString(doc_["list"][0], "list[0]", "a name"), "1");
 }
 
+TEST_F(YamlFieldsTest, NamedTakesATablesNamesAndListsThemOtherwise) {
+  enum class Side { kLeft, kRight };
+  constexpr auto kSides = MakeEnumTable<Side>(
+      {{Side::kLeft, "left"}, {Side::kRight, "right"}, {Side::kRight, "r", /*listed=*/false}});
+  const YAML::Node doc = YAML::Load("a: right\nb: r\nc: up\nd: [1]\n");
+  EXPECT_EQ(*f_.Named(doc["a"], "a", kSides), Side::kRight);
+  EXPECT_EQ(*f_.Named(doc["b"], "b", kSides), Side::kRight);
+  EXPECT_EQ(ErrorOf(f_.Named(doc["c"], "c", kSides)),
+            "f.yaml:3:4: field 'c': found 'up', allowed left, right");
+  EXPECT_EQ(ErrorOf(f_.Named(doc["d"], "d", kSides)),
+            "f.yaml:4:4: field 'd': found a list, allowed left, right");
+}
+
 TEST_F(YamlFieldsTest, NumberKeepsToItsBound) {
   const YAML::Node link = doc_["link"], costs = doc_["costs"];
   EXPECT_EQ(ErrorOf(f_.Number(link["gbps"], "link.gbps", Bound::kPositive)),

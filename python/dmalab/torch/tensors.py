@@ -18,7 +18,7 @@ def dtype_name(dtype):
     try:
         return DTYPE_NAMES[dtype]
     except KeyError:
-        raise ValueError(f"dtype {dtype} is not one of bf16, fp16, fp32") from None
+        raise ValueError(f"dtype {dtype} is not one of {', '.join(dmalab.dtype_names())}") from None
 
 
 def bits(t):
