@@ -82,10 +82,6 @@ absl::Status WriteSizeFamily(const std::string& dir) {
 
 namespace {
 
-absl::Status Prefixed(std::string_view prefix, const absl::Status& s) {
-  return absl::Status(s.code(), absl::StrCat(std::string(prefix), s.message()));
-}
-
 // The zoo's options from the flags, its size family written and its files found; an error is bad
 // input.
 absl::StatusOr<ZooOptions> OptionsOf(const ZooCommand& command) {
