@@ -1127,9 +1127,7 @@ absl::Status SimDevice::CloseMemory(const MemRef& mapping) {
     return absl::InvalidArgumentError(
         absl::StrFormat("ipc close: rank is %d; ranks are 0..%d", mapping.rank, world_ - 1));
   }
-  if (absl::Status s = ipc_.Unmap(mapping.rank, mapping.addr, context_); !s.ok()) {
-    return Prefixed("ipc close: ", s);
-  }
+  DMALAB_RETURN_IF_ERROR(Prefixed("ipc close: ", ipc_.Unmap(mapping.rank, mapping.addr, context_)));
   if (AddressReservations::InWindow(mapping.rank, mapping.addr)) {
     // A mapping placed in a reserved range: the range is unmapped again.
     const Reservation* r = reservations_.At(mapping.rank, mapping.addr);

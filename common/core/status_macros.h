@@ -16,7 +16,10 @@
 namespace dmalab {
 
 // `s` with `prefix` before its message, its code kept; an OK status stays OK. E.g.
-//   if (!r.ok()) return Prefixed("release_address: ", r.status());
+//   DMALAB_RETURN_IF_ERROR(Prefixed("--json: ", WriteTextFile(path, text)));
+//   if (!r.ok()) return Prefixed(absl::StrFormat("%s: ", verb), r.status());
+// The first builds its prefix whether or not the call failed: right for a literal or off the hot
+// paths; a formatted prefix on a hot path belongs in the second, built only on failure.
 inline absl::Status Prefixed(absl::string_view prefix, const absl::Status& s) {
   if (s.ok()) return s;
   return absl::Status(s.code(), absl::StrCat(prefix, s.message()));
