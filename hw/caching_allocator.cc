@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "common/core/status_macros.h"
 
 namespace dmalab {
 
@@ -36,9 +37,7 @@ absl::StatusOr<uint64_t> CachingAllocator::Allocate(uint64_t bytes) {
   const bool small_pool = rounded <= kSmallRequestBytes;
   Block* block = TakeBestFit(rounded, small_pool);
   if (block == nullptr) {
-    absl::StatusOr<Block*> fresh = NewSegment(rounded, small_pool);
-    if (!fresh.ok()) return fresh.status();
-    block = *fresh;
+    DMALAB_ASSIGN_OR_RETURN(block, NewSegment(rounded, small_pool));
   }
   SplitIfWorthIt(block, rounded);
   block->live = true;
@@ -63,9 +62,9 @@ absl::StatusOr<CachingAllocator::Block*> CachingAllocator::NewSegment(uint64_t r
     addr = segment_alloc_(segment_bytes);
   }
   if (!addr.ok()) {
-    return absl::Status(addr.status().code(),
-                        absl::StrFormat("%s: allocate %d bytes (segment of %d bytes): %s", name_,
-                                        rounded, segment_bytes, addr.status().message()));
+    return Prefixed(absl::StrFormat("%s: allocate %d bytes (segment of %d bytes): ", name_, rounded,
+                                    segment_bytes),
+                    addr.status());
   }
   segments_[*addr] = segment_bytes;
   auto block = std::make_unique<Block>();

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_format.h"
 #include "common/core/reduce_host.h"
+#include "common/core/status_macros.h"
 #include "hw/cuda_status.h"
 #include "hw/kernels.h"
 
@@ -92,7 +93,7 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(int world, int gp
         gpus, gpus, count));
   }
   std::unique_ptr<CudaDevice> device(new CudaDevice(options));
-  DMALAB_HW_RETURN_IF_ERROR(device->Init(world, gpus, count));
+  DMALAB_RETURN_IF_ERROR(device->Init(world, gpus, count));
   return device;
 }
 
@@ -115,15 +116,13 @@ absl::Status CudaDevice::Init(int world, int gpus, int visible) {
     gpus_.push_back(Gpu{g, prop.multiProcessorCount * kReduceBlocksPerSm});
     ordinals.push_back(g);
   }
-  DMALAB_HW_RETURN_IF_ERROR(EnablePeerAccess());
+  DMALAB_RETURN_IF_ERROR(EnablePeerAccess());
   for (const int ordinal : ordinals) {
     DMALAB_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal), "cuda device: GPU %d", ordinal);
     DMALAB_CUDA_RETURN_IF_ERROR(kernels::PreloadKernels(), "cuda device: load kernels on GPU %d",
                                 ordinal);
   }
-  absl::StatusOr<std::unique_ptr<WaitFailureLog>> log = WaitFailureLog::Create(ordinals);
-  if (!log.ok()) return log.status();
-  wait_log_ = *std::move(log);
+  DMALAB_ASSIGN_OR_RETURN(wait_log_, WaitFailureLog::Create(ordinals));
 
   ranks_.resize(world);
   for (int r = 0; r < world; ++r) {
@@ -143,11 +142,9 @@ absl::Status CudaDevice::Init(int world, int gpus, int visible) {
           cudaSetDevice(ordinal);
           cudaFree(reinterpret_cast<void*>(static_cast<uintptr_t>(addr)));
         });
-    absl::StatusOr<StreamId> compute = NewStream(r, StreamKind::kCompute, "compute");
-    if (!compute.ok()) return compute.status();
-    rank.compute_stream = *compute;
+    DMALAB_ASSIGN_OR_RETURN(rank.compute_stream, NewStream(r, StreamKind::kCompute, "compute"));
   }
-  DMALAB_HW_RETURN_IF_ERROR(UseGpu(ranks_[0].gpu));
+  DMALAB_RETURN_IF_ERROR(UseGpu(ranks_[0].gpu));
   DMALAB_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&fork_event_, cudaEventDisableTiming),
                               "cuda device: capture fork event");
   return absl::OkStatus();
@@ -284,8 +281,8 @@ absl::Status CudaDevice::RefuseDuringCapture(std::string_view what) const {
 }
 
 absl::StatusOr<MemRef> CudaDevice::Allocate(int rank, uint64_t bytes, std::string_view tag) {
-  DMALAB_HW_RETURN_IF_ERROR(CheckRank(rank, "allocate"));
-  DMALAB_HW_RETURN_IF_ERROR(
+  DMALAB_RETURN_IF_ERROR(CheckRank(rank, "allocate"));
+  DMALAB_RETURN_IF_ERROR(
       RefuseDuringCapture(absl::StrFormat("allocate: %d bytes '%s' on rank %d", bytes, tag, rank)));
   if (IsCapturing(ranks_[rank].compute_stream)) {
     return absl::FailedPreconditionError(absl::StrFormat(
@@ -293,17 +290,14 @@ absl::StatusOr<MemRef> CudaDevice::Allocate(int rank, uint64_t bytes, std::strin
         rank));
   }
   absl::StatusOr<uint64_t> addr = ranks_[rank].allocator->Allocate(bytes);
-  if (!addr.ok()) {
-    return absl::Status(addr.status().code(),
-                        absl::StrFormat("allocate '%s': %s", tag, addr.status().message()));
-  }
+  if (!addr.ok()) return Prefixed(absl::StrFormat("allocate '%s': ", tag), addr.status());
   const uint64_t id = next_alloc_id_++;
   ranks_[rank].live[*addr] = LiveAllocation{bytes, id};
   return MemRef{rank, *addr, bytes, id};
 }
 
 absl::Status CudaDevice::Free(const MemRef& allocation) {
-  DMALAB_HW_RETURN_IF_ERROR(CheckRank(allocation.rank, "free"));
+  DMALAB_RETURN_IF_ERROR(CheckRank(allocation.rank, "free"));
   Rank& rank = ranks_[allocation.rank];
   auto it = rank.live.find(allocation.addr);
   if (it == rank.live.end() ||
@@ -319,62 +313,60 @@ absl::Status CudaDevice::Free(const MemRef& allocation) {
 
 absl::Status CudaDevice::Copy(StreamId stream, const MemRef& dst, const MemRef& src,
                               std::string_view label) {
-  absl::StatusOr<const Stream*> s = GetStream(stream, "copy");
-  if (!s.ok()) return s.status();
+  DMALAB_ASSIGN_OR_RETURN(const Stream* s, GetStream(stream, "copy"));
   if (dst.bytes != src.bytes) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "copy '%s': dst is %d bytes, src is %d; must be equal", label, dst.bytes, src.bytes));
   }
-  if (dst.rank != (*s)->rank && src.rank != (*s)->rank) {
+  if (dst.rank != s->rank && src.rank != s->rank) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "copy '%s': on a stream of rank %d, but dst is on rank %d and src on rank %d; one must be "
         "on the stream's rank",
-        label, (*s)->rank, dst.rank, src.rank));
+        label, s->rank, dst.rank, src.rank));
   }
   if (dst.Overlaps(src)) {
     return absl::InvalidArgumentError(
         absl::StrFormat("copy '%s': dst and src overlap on rank %d", label, dst.rank));
   }
-  DMALAB_HW_RETURN_IF_ERROR(CheckLive(dst, {"copy", label, "dst"}));
-  DMALAB_HW_RETURN_IF_ERROR(CheckLive(src, {"copy", label, "src"}));
+  DMALAB_RETURN_IF_ERROR(CheckLive(dst, {"copy", label, "dst"}));
+  DMALAB_RETURN_IF_ERROR(CheckLive(src, {"copy", label, "src"}));
   if (dst.bytes == 0) return absl::OkStatus();
-  DMALAB_HW_RETURN_IF_ERROR(UseGpu((*s)->gpu));
+  DMALAB_RETURN_IF_ERROR(UseGpu(s->gpu));
   DMALAB_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(Ptr(dst), Ptr(src), dst.bytes, cudaMemcpyDefault, (*s)->stream),
-      "copy '%s' on rank %d stream '%s': %d bytes from rank %d to rank %d", label, (*s)->rank,
-      (*s)->name, dst.bytes, src.rank, dst.rank);
+      cudaMemcpyAsync(Ptr(dst), Ptr(src), dst.bytes, cudaMemcpyDefault, s->stream),
+      "copy '%s' on rank %d stream '%s': %d bytes from rank %d to rank %d", label, s->rank, s->name,
+      dst.bytes, src.rank, dst.rank);
   return absl::OkStatus();
 }
 
 absl::Status CudaDevice::Reduce(StreamId stream, DType dtype, const Operand& dst,
                                 absl::Span<const Operand> terms, int64_t elems,
                                 std::string_view label) {
-  absl::StatusOr<const Stream*> s = GetStream(stream, "reduce");
-  if (!s.ok()) return s.status();
-  DMALAB_HW_RETURN_IF_ERROR(ValidateReduce(dtype, dst, terms, elems));
+  DMALAB_ASSIGN_OR_RETURN(const Stream* s, GetStream(stream, "reduce"));
+  DMALAB_RETURN_IF_ERROR(ValidateReduce(dtype, dst, terms, elems));
   if (terms.size() > static_cast<size_t>(kernels::kMaxReduceTerms)) {
     return absl::InvalidArgumentError(
         absl::StrFormat("reduce '%s': %d terms; the CUDA kernel takes at most %d", label,
                         terms.size(), kernels::kMaxReduceTerms));
   }
-  DMALAB_HW_RETURN_IF_ERROR(CheckLive(dst.mem, {"reduce", label, "dst"}));
+  DMALAB_RETURN_IF_ERROR(CheckLive(dst.mem, {"reduce", label, "dst"}));
   for (size_t t = 0; t < terms.size(); ++t) {
-    DMALAB_HW_RETURN_IF_ERROR(
+    DMALAB_RETURN_IF_ERROR(
         CheckLive(terms[t].mem, {"reduce", label, "terms", static_cast<int>(t)}));
   }
   bool block_coded = dst.codec != Codec::kPlain;
   for (const Operand& t : terms) block_coded = block_coded || t.codec != Codec::kPlain;
-  DMALAB_HW_RETURN_IF_ERROR(UseGpu((*s)->gpu));
-  if (block_coded) return ReduceBlockCoded(**s, dst, terms, elems, label);
+  DMALAB_RETURN_IF_ERROR(UseGpu(s->gpu));
+  if (block_coded) return ReduceBlockCoded(*s, dst, terms, elems, label);
   kernels::ReduceArgs args;
   args.dst = Ptr(dst.mem);
   for (size_t t = 0; t < terms.size(); ++t) args.terms[t] = Ptr(terms[t].mem);
   args.num_terms = static_cast<int32_t>(terms.size());
   args.elems = elems;
-  DMALAB_CUDA_RETURN_IF_ERROR(kernels::LaunchReduce((*s)->stream, ElementTypeOf(dtype), args,
-                                                    gpus_[(*s)->gpu].max_reduce_blocks),
-                              "reduce '%s' on rank %d stream '%s': %d terms of %d %s", label,
-                              (*s)->rank, (*s)->name, terms.size(), elems, DTypeName(dtype));
+  DMALAB_CUDA_RETURN_IF_ERROR(
+      kernels::LaunchReduce(s->stream, ElementTypeOf(dtype), args, gpus_[s->gpu].max_reduce_blocks),
+      "reduce '%s' on rank %d stream '%s': %d terms of %d %s", label, s->rank, s->name,
+      terms.size(), elems, DTypeName(dtype));
   return absl::OkStatus();
 }
 
@@ -413,79 +405,72 @@ absl::Status CudaDevice::ReduceBlockCoded(const Stream& stream, const Operand& d
 
 absl::Status CudaDevice::SignalFlag(StreamId stream, const MemRef& counter, const MemRef& peer_flag,
                                     std::string_view label) {
-  absl::StatusOr<const Stream*> s = GetStream(stream, "signal flag");
-  if (!s.ok()) return s.status();
-  if (counter.rank != (*s)->rank) {
+  DMALAB_ASSIGN_OR_RETURN(const Stream* s, GetStream(stream, "signal flag"));
+  if (counter.rank != s->rank) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "signal '%s': counter is on rank %d, the stream on rank %d; must be the stream's rank",
-        label, counter.rank, (*s)->rank));
+        label, counter.rank, s->rank));
   }
-  DMALAB_HW_RETURN_IF_ERROR(CheckFlagWord(counter, {"signal", label, "counter"}));
-  DMALAB_HW_RETURN_IF_ERROR(CheckFlagWord(peer_flag, {"signal", label, "flag"}));
-  DMALAB_HW_RETURN_IF_ERROR(UseGpu((*s)->gpu));
+  DMALAB_RETURN_IF_ERROR(CheckFlagWord(counter, {"signal", label, "counter"}));
+  DMALAB_RETURN_IF_ERROR(CheckFlagWord(peer_flag, {"signal", label, "flag"}));
+  DMALAB_RETURN_IF_ERROR(UseGpu(s->gpu));
   DMALAB_CUDA_RETURN_IF_ERROR(
-      kernels::LaunchSignalFlag((*s)->stream, static_cast<uint64_t*>(Ptr(counter)),
+      kernels::LaunchSignalFlag(s->stream, static_cast<uint64_t*>(Ptr(counter)),
                                 static_cast<uint64_t*>(Ptr(peer_flag))),
-      "signal '%s' on rank %d stream '%s' to rank %d", label, (*s)->rank, (*s)->name,
-      peer_flag.rank);
+      "signal '%s' on rank %d stream '%s' to rank %d", label, s->rank, s->name, peer_flag.rank);
   return absl::OkStatus();
 }
 
 absl::Status CudaDevice::WaitFlag(StreamId stream, const MemRef& expected, const MemRef& flag,
                                   std::string_view label) {
-  absl::StatusOr<const Stream*> s = GetStream(stream, "wait flag");
-  if (!s.ok()) return s.status();
-  if (expected.rank != (*s)->rank || flag.rank != (*s)->rank) {
+  DMALAB_ASSIGN_OR_RETURN(const Stream* s, GetStream(stream, "wait flag"));
+  if (expected.rank != s->rank || flag.rank != s->rank) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "wait '%s': expected is on rank %d and flag on rank %d; both must be on the stream's "
         "rank %d",
-        label, expected.rank, flag.rank, (*s)->rank));
+        label, expected.rank, flag.rank, s->rank));
   }
-  DMALAB_HW_RETURN_IF_ERROR(CheckFlagWord(expected, {"wait", label, "expected"}));
-  DMALAB_HW_RETURN_IF_ERROR(CheckFlagWord(flag, {"wait", label, "flag"}));
+  DMALAB_RETURN_IF_ERROR(CheckFlagWord(expected, {"wait", label, "expected"}));
+  DMALAB_RETURN_IF_ERROR(CheckFlagWord(flag, {"wait", label, "flag"}));
   kernels::WaitFlagArgs args;
   args.expected = static_cast<uint64_t*>(Ptr(expected));
   args.flag = static_cast<const uint64_t*>(Ptr(flag));
-  return LaunchWait(**s, stream, args, "wait", label);
+  return LaunchWait(*s, stream, args, "wait", label);
 }
 
 absl::Status CudaDevice::WriteValue(StreamId stream, const MemRef& dst, uint64_t value,
                                     std::string_view label) {
-  absl::StatusOr<const Stream*> s = GetStream(stream, "write value");
-  if (!s.ok()) return s.status();
-  DMALAB_HW_RETURN_IF_ERROR(CheckFlagWord(dst, {"write value", label, "flag"}));
-  DMALAB_HW_RETURN_IF_ERROR(UseGpu((*s)->gpu));
+  DMALAB_ASSIGN_OR_RETURN(const Stream* s, GetStream(stream, "write value"));
+  DMALAB_RETURN_IF_ERROR(CheckFlagWord(dst, {"write value", label, "flag"}));
+  DMALAB_RETURN_IF_ERROR(UseGpu(s->gpu));
   DMALAB_CUDA_RETURN_IF_ERROR(
-      kernels::LaunchWriteValue((*s)->stream, static_cast<uint64_t*>(Ptr(dst)), value),
-      "write value '%s' on rank %d stream '%s' to rank %d", label, (*s)->rank, (*s)->name,
-      dst.rank);
+      kernels::LaunchWriteValue(s->stream, static_cast<uint64_t*>(Ptr(dst)), value),
+      "write value '%s' on rank %d stream '%s' to rank %d", label, s->rank, s->name, dst.rank);
   return absl::OkStatus();
 }
 
 absl::Status CudaDevice::Spin(StreamId stream, uint64_t ns) {
-  absl::StatusOr<const Stream*> s = GetStream(stream, "spin");
-  if (!s.ok()) return s.status();
-  DMALAB_HW_RETURN_IF_ERROR(UseGpu((*s)->gpu));
-  DMALAB_CUDA_RETURN_IF_ERROR(kernels::LaunchSpin((*s)->stream, ns),
-                              "spin of %d ns on rank %d stream '%s'", ns, (*s)->rank, (*s)->name);
+  DMALAB_ASSIGN_OR_RETURN(const Stream* s, GetStream(stream, "spin"));
+  DMALAB_RETURN_IF_ERROR(UseGpu(s->gpu));
+  DMALAB_CUDA_RETURN_IF_ERROR(kernels::LaunchSpin(s->stream, ns),
+                              "spin of %d ns on rank %d stream '%s'", ns, s->rank, s->name);
   return absl::OkStatus();
 }
 
 absl::Status CudaDevice::WaitValue(StreamId stream, const MemRef& flag, uint64_t value,
                                    std::string_view label) {
-  absl::StatusOr<const Stream*> s = GetStream(stream, "wait value");
-  if (!s.ok()) return s.status();
-  if (flag.rank != (*s)->rank) {
+  DMALAB_ASSIGN_OR_RETURN(const Stream* s, GetStream(stream, "wait value"));
+  if (flag.rank != s->rank) {
     return absl::InvalidArgumentError(
         absl::StrFormat("wait value '%s': the flag is on rank %d, the stream on rank %d; a wait "
                         "reads its own rank's memory",
-                        label, flag.rank, (*s)->rank));
+                        label, flag.rank, s->rank));
   }
-  DMALAB_HW_RETURN_IF_ERROR(CheckFlagWord(flag, {"wait value", label, "flag"}));
+  DMALAB_RETURN_IF_ERROR(CheckFlagWord(flag, {"wait value", label, "flag"}));
   kernels::WaitFlagArgs args;
   args.immediate = value;
   args.flag = static_cast<const uint64_t*>(Ptr(flag));
-  return LaunchWait(**s, stream, args, "wait value", label);
+  return LaunchWait(*s, stream, args, "wait value", label);
 }
 
 absl::Status CudaDevice::LaunchWait(const Stream& s, StreamId stream, kernels::WaitFlagArgs args,
@@ -495,7 +480,7 @@ absl::Status CudaDevice::LaunchWait(const Stream& s, StreamId stream, kernels::W
   args.stream = stream.value();
   args.label = wait_log_->InternLabel(label);
   wait_log_->FillWaitArgs(s.gpu, args);
-  DMALAB_HW_RETURN_IF_ERROR(UseGpu(s.gpu));
+  DMALAB_RETURN_IF_ERROR(UseGpu(s.gpu));
   DMALAB_CUDA_RETURN_IF_ERROR(kernels::LaunchWaitFlag(s.stream, args),
                               "%s '%s' on rank %d stream '%s'", what, label, s.rank, s.name);
   return absl::OkStatus();
@@ -517,9 +502,9 @@ int CudaDevice::NativeDeviceOrdinal(int rank) {
 }
 
 absl::Status CudaDevice::Synchronize() {
-  DMALAB_HW_RETURN_IF_ERROR(RefuseDuringCapture("synchronize"));
+  DMALAB_RETURN_IF_ERROR(RefuseDuringCapture("synchronize"));
   for (const Stream& s : streams_) {
-    DMALAB_HW_RETURN_IF_ERROR(UseGpu(s.gpu));
+    DMALAB_RETURN_IF_ERROR(UseGpu(s.gpu));
     DMALAB_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s.stream), "synchronize rank %d stream '%s'",
                                 s.rank, s.name);
   }
@@ -527,15 +512,15 @@ absl::Status CudaDevice::Synchronize() {
 }
 
 absl::Status CudaDevice::Write(const MemRef& dst, absl::Span<const uint8_t> bytes) {
-  DMALAB_HW_RETURN_IF_ERROR(RefuseDuringCapture("write"));
+  DMALAB_RETURN_IF_ERROR(RefuseDuringCapture("write"));
   if (bytes.size() != dst.bytes) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "write: dst is %d bytes, the host buffer %d; must be equal", dst.bytes, bytes.size()));
   }
-  DMALAB_HW_RETURN_IF_ERROR(CheckLive(dst, {"write", "", "dst"}));
-  DMALAB_HW_RETURN_IF_ERROR(Synchronize());
+  DMALAB_RETURN_IF_ERROR(CheckLive(dst, {"write", "", "dst"}));
+  DMALAB_RETURN_IF_ERROR(Synchronize());
   if (bytes.empty()) return absl::OkStatus();
-  DMALAB_HW_RETURN_IF_ERROR(UseGpu(ranks_[dst.rank].gpu));
+  DMALAB_RETURN_IF_ERROR(UseGpu(ranks_[dst.rank].gpu));
   DMALAB_CUDA_RETURN_IF_ERROR(cudaMemcpy(Ptr(dst), bytes.data(), bytes.size(), cudaMemcpyDefault),
                               "write %d bytes to rank %d", bytes.size(), dst.rank);
   // From pageable memory cudaMemcpy may return once the bytes are staged, before the DMA into
@@ -547,15 +532,15 @@ absl::Status CudaDevice::Write(const MemRef& dst, absl::Span<const uint8_t> byte
 }
 
 absl::Status CudaDevice::Read(const MemRef& src, absl::Span<uint8_t> bytes) {
-  DMALAB_HW_RETURN_IF_ERROR(RefuseDuringCapture("read"));
+  DMALAB_RETURN_IF_ERROR(RefuseDuringCapture("read"));
   if (bytes.size() != src.bytes) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "read: src is %d bytes, the host buffer %d; must be equal", src.bytes, bytes.size()));
   }
-  DMALAB_HW_RETURN_IF_ERROR(CheckLive(src, {"read", "", "src"}));
-  DMALAB_HW_RETURN_IF_ERROR(Synchronize());
+  DMALAB_RETURN_IF_ERROR(CheckLive(src, {"read", "", "src"}));
+  DMALAB_RETURN_IF_ERROR(Synchronize());
   if (bytes.empty()) return absl::OkStatus();
-  DMALAB_HW_RETURN_IF_ERROR(UseGpu(ranks_[src.rank].gpu));
+  DMALAB_RETURN_IF_ERROR(UseGpu(ranks_[src.rank].gpu));
   DMALAB_CUDA_RETURN_IF_ERROR(cudaMemcpy(bytes.data(), Ptr(src), bytes.size(), cudaMemcpyDefault),
                               "read %d bytes from rank %d", bytes.size(), src.rank);
   return absl::OkStatus();
@@ -571,27 +556,27 @@ absl::Status CudaDevice::TakeWaitFailures() {
 }
 
 absl::StatusOr<bool> CudaDevice::RankIdle(int rank) {
-  DMALAB_HW_RETURN_IF_ERROR(RefuseDuringCapture("synchronize"));
-  DMALAB_HW_RETURN_IF_ERROR(CheckRank(rank, "rank idle"));
+  DMALAB_RETURN_IF_ERROR(RefuseDuringCapture("synchronize"));
+  DMALAB_RETURN_IF_ERROR(CheckRank(rank, "rank idle"));
   for (const Stream& s : streams_) {
     if (s.rank != rank || s.stream == nullptr) continue;
-    DMALAB_HW_RETURN_IF_ERROR(UseGpu(s.gpu));
+    DMALAB_RETURN_IF_ERROR(UseGpu(s.gpu));
     const cudaError_t e = cudaStreamQuery(s.stream);
     if (e == cudaErrorNotReady) return false;
     DMALAB_CUDA_RETURN_IF_ERROR(e, "query rank %d stream '%s'", s.rank, s.name);
   }
-  DMALAB_HW_RETURN_IF_ERROR(TakeWaitFailures());
+  DMALAB_RETURN_IF_ERROR(TakeWaitFailures());
   return true;
 }
 
 absl::Status CudaDevice::CopyRank(const MemRef& mem, void* host, size_t n, bool to_device,
                                   std::string_view what) {
-  DMALAB_HW_RETURN_IF_ERROR(RefuseDuringCapture(what));
+  DMALAB_RETURN_IF_ERROR(RefuseDuringCapture(what));
   if (n != mem.bytes) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s: the range is %d bytes, the host buffer %d; must be equal", what, mem.bytes, n));
   }
-  DMALAB_HW_RETURN_IF_ERROR(CheckLive(mem, {what, "", to_device ? "dst" : "src"}));
+  DMALAB_RETURN_IF_ERROR(CheckLive(mem, {what, "", to_device ? "dst" : "src"}));
   if (n == 0) return absl::OkStatus();
   // On one of the rank's own (non-blocking) streams, waited for alone: a device-wide
   // synchronization would wait for the other ranks' flag waits too.
@@ -606,7 +591,7 @@ absl::Status CudaDevice::CopyRank(const MemRef& mem, void* host, size_t n, bool 
     return absl::FailedPreconditionError(
         absl::StrFormat("%s: rank %d has no stream to copy on", what, mem.rank));
   }
-  DMALAB_HW_RETURN_IF_ERROR(UseGpu(own->gpu));
+  DMALAB_RETURN_IF_ERROR(UseGpu(own->gpu));
   void* dst = to_device ? Ptr(mem) : host;
   const void* src = to_device ? static_cast<const void*>(host) : Ptr(mem);
   DMALAB_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, own->stream),

@@ -1,5 +1,6 @@
 // CudaDevice's CUDA-graph support: capture of every rank's streams into one graph, and replay.
 #include "absl/strings/str_format.h"
+#include "common/core/status_macros.h"
 #include "hw/cuda_device.h"
 #include "hw/cuda_status.h"
 
@@ -19,7 +20,7 @@ bool CudaDevice::IsCapturing(StreamId stream) const {
 absl::StatusOr<CudaGraph> CudaDevice::Capture(const std::function<absl::Status()>& body) {
   if (capturing_) return absl::FailedPreconditionError("capture: a capture is already running");
   const Stream& origin = streams_[ranks_[0].compute_stream.value()];
-  DMALAB_HW_RETURN_IF_ERROR(UseGpu(origin.gpu));
+  DMALAB_RETURN_IF_ERROR(UseGpu(origin.gpu));
   // Thread-local mode: this thread's unsafe calls (cudaMalloc, synchronous copies) fail the
   // capture instead of silently running eagerly.
   DMALAB_CUDA_RETURN_IF_ERROR(
@@ -32,7 +33,7 @@ absl::StatusOr<CudaGraph> CudaDevice::Capture(const std::function<absl::Status()
                                 "capture: record fork event");
     for (const Stream& s : streams_) {
       if (&s == &origin) continue;
-      DMALAB_HW_RETURN_IF_ERROR(UseGpu(s.gpu));
+      DMALAB_RETURN_IF_ERROR(UseGpu(s.gpu));
       DMALAB_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(s.stream, fork_event_, 0),
                                   "capture: fork rank %d stream '%s'", s.rank, s.name);
     }
@@ -43,11 +44,11 @@ absl::StatusOr<CudaGraph> CudaDevice::Capture(const std::function<absl::Status()
   for (const Stream& s : streams_) {
     if (&s == &origin) continue;
     absl::Status join = [&]() -> absl::Status {
-      DMALAB_HW_RETURN_IF_ERROR(UseGpu(s.gpu));
+      DMALAB_RETURN_IF_ERROR(UseGpu(s.gpu));
       DMALAB_CUDA_RETURN_IF_ERROR(cudaEventRecord(s.join_event, s.stream),
                                   "capture: record join event of rank %d stream '%s'", s.rank,
                                   s.name);
-      DMALAB_HW_RETURN_IF_ERROR(UseGpu(origin.gpu));
+      DMALAB_RETURN_IF_ERROR(UseGpu(origin.gpu));
       DMALAB_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(origin.stream, s.join_event, 0),
                                   "capture: join rank %d stream '%s'", s.rank, s.name);
       return absl::OkStatus();
@@ -77,25 +78,25 @@ absl::StatusOr<CudaGraph> CudaDevice::Capture(const std::function<absl::Status()
 
 absl::Status CudaDevice::Replay(const CudaGraph& graph) {
   if (!graph.valid()) return absl::InvalidArgumentError("replay: the graph is empty");
-  DMALAB_HW_RETURN_IF_ERROR(RefuseDuringCapture("replay"));
+  DMALAB_RETURN_IF_ERROR(RefuseDuringCapture("replay"));
   const Stream& origin = streams_[ranks_[0].compute_stream.value()];
   for (size_t r = 1; r < ranks_.size(); ++r) {
     const Stream& s = streams_[ranks_[r].compute_stream.value()];
-    DMALAB_HW_RETURN_IF_ERROR(UseGpu(s.gpu));
+    DMALAB_RETURN_IF_ERROR(UseGpu(s.gpu));
     DMALAB_CUDA_RETURN_IF_ERROR(cudaEventRecord(s.join_event, s.stream),
                                 "replay: record rank %d compute stream", r);
-    DMALAB_HW_RETURN_IF_ERROR(UseGpu(origin.gpu));
+    DMALAB_RETURN_IF_ERROR(UseGpu(origin.gpu));
     DMALAB_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(origin.stream, s.join_event, 0),
                                 "replay: order after rank %d compute stream", r);
   }
-  DMALAB_HW_RETURN_IF_ERROR(UseGpu(origin.gpu));
+  DMALAB_RETURN_IF_ERROR(UseGpu(origin.gpu));
   DMALAB_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graph.exec_, origin.stream),
                               "replay: launch on rank 0 compute stream");
   DMALAB_CUDA_RETURN_IF_ERROR(cudaEventRecord(origin.join_event, origin.stream),
                               "replay: record the end of the graph");
   for (size_t r = 1; r < ranks_.size(); ++r) {
     const Stream& s = streams_[ranks_[r].compute_stream.value()];
-    DMALAB_HW_RETURN_IF_ERROR(UseGpu(s.gpu));
+    DMALAB_RETURN_IF_ERROR(UseGpu(s.gpu));
     DMALAB_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(s.stream, origin.join_event, 0),
                                 "replay: order rank %d compute stream after the graph", r);
   }
@@ -103,9 +104,8 @@ absl::Status CudaDevice::Replay(const CudaGraph& graph) {
 }
 
 absl::StatusOr<GraphId> CudaDevice::CaptureGraph(const std::function<absl::Status()>& body) {
-  absl::StatusOr<CudaGraph> graph = Capture(body);
-  if (!graph.ok()) return graph.status();
-  graphs_.push_back(std::make_unique<CudaGraph>(*std::move(graph)));
+  DMALAB_ASSIGN_OR_RETURN(CudaGraph graph, Capture(body));
+  graphs_.push_back(std::make_unique<CudaGraph>(std::move(graph)));
   return GraphId(static_cast<int32_t>(graphs_.size() - 1));
 }
 

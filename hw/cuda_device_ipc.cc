@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "common/core/status_macros.h"
 #include "hw/cuda_device.h"
 #include "hw/cuda_status.h"
 
@@ -35,7 +36,7 @@ uint64_t Word(const IpcHandle& h, size_t at) {
 }  // namespace
 
 absl::StatusOr<IpcHandle> CudaDevice::ExportMemory(const MemRef& allocation) {
-  DMALAB_HW_RETURN_IF_ERROR(CheckRank(allocation.rank, "ipc export"));
+  DMALAB_RETURN_IF_ERROR(CheckRank(allocation.rank, "ipc export"));
   const Rank& rank = ranks_[allocation.rank];
   auto live = rank.live.find(allocation.addr);
   if (live == rank.live.end() ||
@@ -51,7 +52,7 @@ absl::StatusOr<IpcHandle> CudaDevice::ExportMemory(const MemRef& allocation) {
         "ipc export: allocation 0x%x on rank %d lies in no segment of its allocator",
         allocation.addr, allocation.rank));
   }
-  DMALAB_HW_RETURN_IF_ERROR(UseGpu(rank.gpu));
+  DMALAB_RETURN_IF_ERROR(UseGpu(rank.gpu));
   cudaIpcMemHandle_t cuda;
   DMALAB_CUDA_RETURN_IF_ERROR(
       cudaIpcGetMemHandle(&cuda, reinterpret_cast<void*>(static_cast<uintptr_t>(segment->first))),
@@ -67,8 +68,8 @@ absl::StatusOr<IpcHandle> CudaDevice::ExportMemory(const MemRef& allocation) {
 }
 
 absl::StatusOr<MemRef> CudaDevice::OpenMemory(int rank, const IpcHandle& handle) {
-  DMALAB_HW_RETURN_IF_ERROR(CheckRank(rank, "ipc open"));
-  DMALAB_HW_RETURN_IF_ERROR(RefuseDuringCapture("ipc open"));
+  DMALAB_RETURN_IF_ERROR(CheckRank(rank, "ipc open"));
+  DMALAB_RETURN_IF_ERROR(RefuseDuringCapture("ipc open"));
   if (std::memcmp(handle.bytes.data() + kMagicAt, kMagic, sizeof(kMagic)) != 0) {
     return absl::InvalidArgumentError(
         "ipc open: the bytes are not a memory handle of a CUDA device (was it exported by "
@@ -88,7 +89,7 @@ absl::StatusOr<MemRef> CudaDevice::OpenMemory(int rank, const IpcHandle& handle)
       // CUDA maps a handle only into other processes; here the exporter's address serves.
       m.base = Word(handle, kAddrAt) - offset;
     } else {
-      DMALAB_HW_RETURN_IF_ERROR(UseGpu(m.gpu));
+      DMALAB_RETURN_IF_ERROR(UseGpu(m.gpu));
       cudaIpcMemHandle_t cuda;
       std::memcpy(&cuda, key.data(), sizeof(cuda));
       void* base = nullptr;

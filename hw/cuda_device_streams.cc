@@ -1,6 +1,7 @@
 // CudaDevice's streams and events: creation (with the per-rank cap on CUDA streams), record
 // and wait.
 #include "absl/strings/str_format.h"
+#include "common/core/status_macros.h"
 #include "hw/cuda_device.h"
 #include "hw/cuda_status.h"
 
@@ -15,7 +16,7 @@ absl::StatusOr<StreamId> CudaDevice::NewStream(int rank, StreamKind kind, std::s
   s.name = std::string(name);
   s.stream = shared;
   s.owns_stream = shared == nullptr;
-  DMALAB_HW_RETURN_IF_ERROR(UseGpu(s.gpu));
+  DMALAB_RETURN_IF_ERROR(UseGpu(s.gpu));
   if (s.owns_stream && !options_.stream_priority_seed) {
     DMALAB_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking),
                                 "create stream '%s' on rank %d", name, rank);
@@ -45,8 +46,8 @@ absl::StatusOr<StreamId> CudaDevice::NewStream(int rank, StreamKind kind, std::s
 
 absl::StatusOr<StreamId> CudaDevice::CreateStream(int rank, StreamKind kind,
                                                   std::string_view name) {
-  DMALAB_HW_RETURN_IF_ERROR(CheckRank(rank, "create stream"));
-  DMALAB_HW_RETURN_IF_ERROR(
+  DMALAB_RETURN_IF_ERROR(CheckRank(rank, "create stream"));
+  DMALAB_RETURN_IF_ERROR(
       RefuseDuringCapture(absl::StrFormat("create stream '%s' on rank %d", name, rank)));
   // Each rank owns at most kCudaStreamsPerKind CUDA streams of a kind; later requests share
   // them round-robin (see the header).
@@ -63,11 +64,11 @@ absl::StatusOr<StreamId> CudaDevice::CreateStream(int rank, StreamKind kind,
 }
 
 absl::StatusOr<EventId> CudaDevice::CreateEvent(int rank) {
-  DMALAB_HW_RETURN_IF_ERROR(CheckRank(rank, "create event"));
+  DMALAB_RETURN_IF_ERROR(CheckRank(rank, "create event"));
   Event e;
   e.rank = rank;
   e.gpu = ranks_[rank].gpu;
-  DMALAB_HW_RETURN_IF_ERROR(UseGpu(e.gpu));
+  DMALAB_RETURN_IF_ERROR(UseGpu(e.gpu));
   DMALAB_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&e.event, cudaEventDisableTiming),
                               "create event on rank %d", rank);
   events_.push_back(e);
@@ -75,37 +76,34 @@ absl::StatusOr<EventId> CudaDevice::CreateEvent(int rank) {
 }
 
 absl::Status CudaDevice::RecordEvent(EventId event, StreamId stream) {
-  absl::StatusOr<const Stream*> s = GetStream(stream, "record event");
-  if (!s.ok()) return s.status();
+  DMALAB_ASSIGN_OR_RETURN(const Stream* s, GetStream(stream, "record event"));
   if (event.value() < 0 || event.value() >= static_cast<int32_t>(events_.size())) {
     return absl::InvalidArgumentError(
         absl::StrFormat("record event: event %d does not exist", event));
   }
   const Event& e = events_[event.value()];
-  if (e.gpu != (*s)->gpu) {
+  if (e.gpu != s->gpu) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "record event: event %d (rank %d, GPU %d) and stream '%s' (rank %d, GPU %d) must be on "
         "one GPU",
-        event, e.rank, gpus_[e.gpu].ordinal, (*s)->name, (*s)->rank, gpus_[(*s)->gpu].ordinal));
+        event, e.rank, gpus_[e.gpu].ordinal, s->name, s->rank, gpus_[s->gpu].ordinal));
   }
-  DMALAB_HW_RETURN_IF_ERROR(UseGpu(e.gpu));
-  DMALAB_CUDA_RETURN_IF_ERROR(cudaEventRecord(e.event, (*s)->stream),
-                              "record event %d on rank %d stream '%s'", event, (*s)->rank,
-                              (*s)->name);
+  DMALAB_RETURN_IF_ERROR(UseGpu(e.gpu));
+  DMALAB_CUDA_RETURN_IF_ERROR(cudaEventRecord(e.event, s->stream),
+                              "record event %d on rank %d stream '%s'", event, s->rank, s->name);
   return absl::OkStatus();
 }
 
 absl::Status CudaDevice::WaitEvent(StreamId stream, EventId event) {
-  absl::StatusOr<const Stream*> s = GetStream(stream, "wait event");
-  if (!s.ok()) return s.status();
+  DMALAB_ASSIGN_OR_RETURN(const Stream* s, GetStream(stream, "wait event"));
   if (event.value() < 0 || event.value() >= static_cast<int32_t>(events_.size())) {
     return absl::InvalidArgumentError(
         absl::StrFormat("wait event: event %d does not exist", event));
   }
-  DMALAB_HW_RETURN_IF_ERROR(UseGpu((*s)->gpu));
-  DMALAB_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent((*s)->stream, events_[event.value()].event, 0),
-                              "rank %d stream '%s' wait for event %d of rank %d", (*s)->rank,
-                              (*s)->name, event, events_[event.value()].rank);
+  DMALAB_RETURN_IF_ERROR(UseGpu(s->gpu));
+  DMALAB_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(s->stream, events_[event.value()].event, 0),
+                              "rank %d stream '%s' wait for event %d of rank %d", s->rank, s->name,
+                              event, events_[event.value()].rank);
   return absl::OkStatus();
 }
 

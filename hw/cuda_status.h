@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "common/core/status_macros.h"
 
 namespace dmalab {
 
@@ -17,26 +18,22 @@ namespace dmalab {
 // otherwise Internal). Clears the runtime's non-sticky last error.
 absl::Status CudaStatus(cudaError_t error, std::string_view call, std::string_view context);
 
+// As above, the context an absl::StrFormat format and its values, formatted only on failure: a
+// call that succeeds (nearly every one) costs no formatting.
+template <typename... Args>
+absl::Status CudaStatus(cudaError_t error, std::string_view call,
+                        const absl::FormatSpec<Args...>& context, const Args&... args) {
+  if (error == cudaSuccess) return absl::OkStatus();
+  return CudaStatus(error, call, absl::StrFormat(context, args...));
+}
+
 }  // namespace dmalab
 
-// Evaluates a CUDA runtime call; on failure returns its Status from the enclosing function.
-// The remaining arguments are an absl::StrFormat format and values naming the context, e.g.
+// Evaluates a CUDA runtime call; on failure returns its CudaStatus, named by the call's own text,
+// from the enclosing function (DMALAB_RETURN_IF_ERROR). The remaining arguments are an
+// absl::StrFormat format and values naming the context, e.g.
 //   DMALAB_CUDA_RETURN_IF_ERROR(cudaMalloc(&p, n), "allocate: rank %d, %d bytes", rank, n);
-#define DMALAB_CUDA_RETURN_IF_ERROR(call, ...)                                                \
-  do {                                                                                        \
-    const cudaError_t dmalab_cuda_error_ = (call);                                            \
-    if (dmalab_cuda_error_ != cudaSuccess) {                                                  \
-      return ::dmalab::CudaStatus(dmalab_cuda_error_, #call, ::absl::StrFormat(__VA_ARGS__)); \
-    }                                                                                         \
-  } while (false)
-
-// Evaluates an expression yielding absl::Status; returns it when not OK. Variadic so that
-// braced arguments with commas pass through.
-#define DMALAB_HW_RETURN_IF_ERROR(...)                                         \
-  do {                                                                         \
-    if (::absl::Status dmalab_status_ = (__VA_ARGS__); !dmalab_status_.ok()) { \
-      return dmalab_status_;                                                   \
-    }                                                                          \
-  } while (false)
+#define DMALAB_CUDA_RETURN_IF_ERROR(call, ...) \
+  DMALAB_RETURN_IF_ERROR(::dmalab::CudaStatus((call), #call, __VA_ARGS__))
 
 #endif  // DMALAB_HW_CUDA_STATUS_H_

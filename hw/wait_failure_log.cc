@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/core/status_macros.h"
 #include "hw/cuda_status.h"
 
 namespace dmalab {
@@ -116,7 +117,7 @@ absl::Status WaitFailureLog::TakeFailures(const std::function<std::string(int32_
                                               absl::StrJoin(abandoned, "; ")));
   }
   if (lost > 0) absl::StrAppend(&message, absl::StrFormat("; %d more not recorded", lost));
-  DMALAB_HW_RETURN_IF_ERROR(Reset());
+  DMALAB_RETURN_IF_ERROR(Reset());
   return absl::DeadlineExceededError(message);
 }
 

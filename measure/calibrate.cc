@@ -26,11 +26,9 @@ int RoundsFor(const CalibrationPlan& plan, uint64_t bytes) {
 absl::StatusOr<double> RoundUs(Device& device, const DeviceClock& clock,
                                const CalibrationPlan& plan, int rounds,
                                const std::function<absl::Status()>& call) {
-  absl::StatusOr<double> once = TimePerCallUs(device, clock, plan.warmup, rounds, call);
-  if (!once.ok()) return once.status();
-  absl::StatusOr<double> twice = TimePerCallUs(device, clock, 0, 2 * rounds, call);
-  if (!twice.ok()) return twice.status();
-  return (2 * rounds * *twice - rounds * *once) / rounds;
+  DMALAB_ASSIGN_OR_RETURN(double once, TimePerCallUs(device, clock, plan.warmup, rounds, call));
+  DMALAB_ASSIGN_OR_RETURN(double twice, TimePerCallUs(device, clock, 0, 2 * rounds, call));
+  return (2 * rounds * twice - rounds * once) / rounds;
 }
 
 // Buffers and streams of one measurement, freed on destruction.
@@ -42,11 +40,10 @@ class Scratch {
     for (const MemRef& m : mems_) (void)device_.Free(m);
   }
   absl::StatusOr<MemRef> Zeroed(int rank, uint64_t bytes, std::string_view tag) {
-    absl::StatusOr<MemRef> m = device_.Allocate(rank, bytes, tag);
-    if (!m.ok()) return m.status();
-    mems_.push_back(*m);
-    if (absl::Status s = device_.Write(*m, std::vector<uint8_t>(bytes, 0)); !s.ok()) return s;
-    return *m;
+    DMALAB_ASSIGN_OR_RETURN(MemRef m, device_.Allocate(rank, bytes, tag));
+    mems_.push_back(m);
+    DMALAB_RETURN_IF_ERROR(device_.Write(m, std::vector<uint8_t>(bytes, 0)));
+    return m;
   }
 
  private:
@@ -71,18 +68,16 @@ absl::Status MeasureCopies(Device& device, const DeviceClock& clock, const Calib
   }
   for (uint64_t bytes : plan.copy_bytes) {
     for (int c : plan.concurrency) {
-      absl::StatusOr<double> us = RoundUs(device, clock, plan, RoundsFor(plan, bytes * c), [&] {
+      const auto copies = [&] {
         for (int r = 0; r < c; ++r) {
-          if (absl::Status s = device.Copy(stream[r], dst[r].Slice(0, bytes),
-                                           src[r].Slice(0, bytes), "calibrate copy");
-              !s.ok()) {
-            return s;
-          }
+          DMALAB_RETURN_IF_ERROR(device.Copy(stream[r], dst[r].Slice(0, bytes),
+                                             src[r].Slice(0, bytes), "calibrate copy"));
         }
         return absl::OkStatus();
-      });
-      if (!us.ok()) return us.status();
-      m.copies.push_back(CopySample{bytes, c, *us});
+      };
+      DMALAB_ASSIGN_OR_RETURN(const double us,
+                              RoundUs(device, clock, plan, RoundsFor(plan, bytes * c), copies));
+      m.copies.push_back(CopySample{bytes, c, us});
     }
   }
   DMALAB_ASSIGN_OR_RETURN(auto copy_us, EnqueueCostUs(device, clock, plan.enqueue_calls, [&] {
@@ -113,21 +108,20 @@ absl::Status MeasureCodecConcurrency(Device& device, const DeviceClock& clock,
     const int64_t elems = static_cast<int64_t>(bytes / 2);
     const uint64_t coded = EncodedBytes(Codec::kInt8Block, DType::kBF16, elems);
     for (int k : plan.concurrency) {
-      absl::StatusOr<double> us = RoundUs(device, clock, plan, RoundsFor(plan, 3 * bytes * k), [&] {
+      const auto adds = [&] {
         for (int r = 0; r < k; ++r) {
           const Operand terms[] = {{a[r].Slice(0, coded), Codec::kInt8Block},
                                    {b[r].Slice(0, bytes)}};
-          if (absl::Status s = device.Reduce(device.ComputeStream(r), DType::kBF16,
-                                             Operand{c[r].Slice(0, coded), Codec::kInt8Block},
-                                             terms, elems, "calibrate concurrent requantizing add");
-              !s.ok()) {
-            return s;
-          }
+          DMALAB_RETURN_IF_ERROR(device.Reduce(device.ComputeStream(r), DType::kBF16,
+                                               Operand{c[r].Slice(0, coded), Codec::kInt8Block},
+                                               terms, elems,
+                                               "calibrate concurrent requantizing add"));
         }
         return absl::OkStatus();
-      });
-      if (!us.ok()) return us.status();
-      m.codec_concurrent.push_back(CodecConcurrencySample{bytes, k, *us});
+      };
+      DMALAB_ASSIGN_OR_RETURN(const double us,
+                              RoundUs(device, clock, plan, RoundsFor(plan, 3 * bytes * k), adds));
+      m.codec_concurrent.push_back(CodecConcurrencySample{bytes, k, us});
     }
   }
   return absl::OkStatus();
@@ -180,10 +174,9 @@ absl::Status MeasureKernels(Device& device, const DeviceClock& clock, const Cali
   // Times `kernel` at every plan size into `samples`.
   const auto measure = [&](const auto& kernel, std::vector<ReduceSample>& samples) {
     for (uint64_t bytes : plan.reduce_bytes) {
-      absl::StatusOr<double> us =
-          RoundUs(device, clock, plan, RoundsFor(plan, 3 * bytes), [&] { return kernel(bytes); });
-      if (!us.ok()) return us.status();
-      samples.push_back(ReduceSample{bytes, *us});
+      DMALAB_ASSIGN_OR_RETURN(double us, RoundUs(device, clock, plan, RoundsFor(plan, 3 * bytes),
+                                                 [&] { return kernel(bytes); }));
+      samples.push_back(ReduceSample{bytes, us});
     }
     return absl::OkStatus();
   };
@@ -333,10 +326,10 @@ absl::StatusOr<CalibrationMeasurements> MeasureCalibration(Device& device, const
   CalibrationMeasurements m;
   m.ranks = device.world_size();
   m.when_utc = UtcNow();
-  if (absl::Status s = MeasureCopies(device, clock, plan, m); !s.ok()) return s;
-  if (absl::Status s = MeasureKernels(device, clock, plan, m); !s.ok()) return s;
-  if (absl::Status s = MeasureFlagHop(device, clock, plan, m); !s.ok()) return s;
-  if (absl::Status s = MeasureHostCosts(device, clock, plan, m); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(MeasureCopies(device, clock, plan, m));
+  DMALAB_RETURN_IF_ERROR(MeasureKernels(device, clock, plan, m));
+  DMALAB_RETURN_IF_ERROR(MeasureFlagHop(device, clock, plan, m));
+  DMALAB_RETURN_IF_ERROR(MeasureHostCosts(device, clock, plan, m));
   return m;
 }
 

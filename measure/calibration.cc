@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/core/status_macros.h"
 #include "sim/topology.h"
 
 namespace dmalab {
@@ -210,19 +211,16 @@ absl::StatusOr<CalibratedRates> FitRates(const CalibrationMeasurements& m) {
   // fitted single copy needs, so that one copy alone is never memory-bound in the model.
   r.memory_gbps = std::max(2 * best_aggregate_gbps, 2 * r.local_gbps);
 
-  absl::StatusOr<KernelFit> reduce_fit = FitKernels(m, m.reduces, "reduce");
-  if (!reduce_fit.ok()) return reduce_fit.status();
-  r.kernel_overhead_us = reduce_fit->overhead_us;
-  r.reduce_gbps = reduce_fit->gbps;
-  absl::StatusOr<KernelFit> codec_fit = FitKernels(m, m.codec_reduces, "codec reduce");
-  if (!codec_fit.ok()) return codec_fit.status();
-  r.codec_overhead_us = codec_fit->overhead_us;
-  r.codec_gbps = codec_fit->gbps;
+  DMALAB_ASSIGN_OR_RETURN(KernelFit reduce_fit, FitKernels(m, m.reduces, "reduce"));
+  r.kernel_overhead_us = reduce_fit.overhead_us;
+  r.reduce_gbps = reduce_fit.gbps;
+  DMALAB_ASSIGN_OR_RETURN(KernelFit codec_fit, FitKernels(m, m.codec_reduces, "codec reduce"));
+  r.codec_overhead_us = codec_fit.overhead_us;
+  r.codec_gbps = codec_fit.gbps;
   for (const CodedKind& k : OtherCodedKinds(m)) {
     if (k.samples->empty()) continue;
-    absl::StatusOr<KernelFit> fit = FitKernels(m, *k.samples, k.what, k.operands);
-    if (!fit.ok()) return fit.status();
-    r.*k.rate = fit->gbps;
+    DMALAB_ASSIGN_OR_RETURN(KernelFit fit, FitKernels(m, *k.samples, k.what, k.operands));
+    r.*k.rate = fit.gbps;
   }
   for (const CodecConcurrencySample& c : m.codec_concurrent) {
     if (!(c.us > 0) || c.concurrency < 1) {
@@ -236,7 +234,7 @@ absl::StatusOr<CalibratedRates> FitRates(const CalibrationMeasurements& m) {
   }
   // The model's hop: the signal kernel (overhead) and then the store's latency to the waiter.
   r.flag_latency_us = std::max(0.01, m.flag_hop_us - r.kernel_overhead_us);
-  if (absl::Status s = FitHostCosts(m, r); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(FitHostCosts(m, r));
   return r;
 }
 
@@ -245,9 +243,7 @@ absl::StatusOr<std::string> CalibrationYaml(const CalibrationMeasurements& m, in
     return Invalid(
         absl::StrFormat("calibration: ranks_per_gpu is %d; must be >= 1", ranks_per_gpu));
   }
-  absl::StatusOr<CalibratedRates> fit = FitRates(m);
-  if (!fit.ok()) return fit.status();
-  const CalibratedRates& r = *fit;
+  DMALAB_ASSIGN_OR_RETURN(const CalibratedRates r, FitRates(m));
   std::string y = absl::StrFormat(
       "# Calibrated by `%s`\n"
       "# at %s on one %s (%d SMs, %d async copy engines; CUDA runtime %d, driver %d), through\n"

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "absl/strings/str_format.h"
+#include "common/core/status_macros.h"
 
 namespace dmalab {
 
@@ -21,14 +22,14 @@ absl::StatusOr<double> TimePerCallUs(Device& device, const DeviceClock& clock, i
         "timing: iters is %d and warmup %d; need iters >= 1, warmup >= 0", iters, warmup));
   }
   for (int i = 0; i < warmup; ++i) {
-    if (absl::Status s = call(); !s.ok()) return s;
+    DMALAB_RETURN_IF_ERROR(call());
   }
-  if (absl::Status s = device.Synchronize(); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(device.Synchronize());
   const double start_us = clock();
   for (int i = 0; i < iters; ++i) {
-    if (absl::Status s = call(); !s.ok()) return s;
+    DMALAB_RETURN_IF_ERROR(call());
   }
-  if (absl::Status s = device.Synchronize(); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(device.Synchronize());
   return (clock() - start_us) / iters;
 }
 
@@ -37,13 +38,13 @@ absl::StatusOr<double> EnqueueCostUs(Device& device, const DeviceClock& clock, i
   if (iters < 1) {
     return absl::InvalidArgumentError(absl::StrFormat("timing: iters is %d; need >= 1", iters));
   }
-  if (absl::Status s = device.Synchronize(); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(device.Synchronize());
   const double start_us = clock();
   for (int i = 0; i < iters; ++i) {
-    if (absl::Status s = call(); !s.ok()) return s;
+    DMALAB_RETURN_IF_ERROR(call());
   }
   const double end_us = clock();
-  if (absl::Status s = device.Synchronize(); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(device.Synchronize());
   return (end_us - start_us) / iters;
 }
 

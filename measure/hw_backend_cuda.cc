@@ -1,6 +1,7 @@
 #include <cuda_runtime_api.h>
 
 #include "absl/strings/str_format.h"
+#include "common/core/status_macros.h"
 #include "dmalab/hw.h"
 #include "hw/cuda_device.h"
 
@@ -11,9 +12,9 @@ absl::StatusOr<std::unique_ptr<Device>> CreateHwDevice(int world, int gpus,
   CudaDeviceOptions cuda;
   cuda.stream_priority_seed = options.stream_priority_seed;
   cuda.first_gpu = options.first_gpu;
-  absl::StatusOr<std::unique_ptr<CudaDevice>> device = CudaDevice::Create(world, gpus, cuda);
-  if (!device.ok()) return device.status();
-  return std::unique_ptr<Device>(std::move(*device));
+  DMALAB_ASSIGN_OR_RETURN(std::unique_ptr<CudaDevice> device,
+                          CudaDevice::Create(world, gpus, cuda));
+  return std::unique_ptr<Device>(std::move(device));
 }
 
 absl::Status HwSpin(Device& device, StreamId stream, uint64_t ns) {

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "common/core/status_macros.h"
 
 namespace dmalab {
 
@@ -47,8 +48,8 @@ absl::Status PerturbingDevice::Perturb(StreamId stream) {
   if (!options_.spin_ns.empty() && static_cast<int>(spin % 100) < options_.spin_percent) {
     const uint64_t ns = options_.spin_ns[(spin >> 8) % options_.spin_ns.size()];
     if (absl::Status s = spin_(stream, ns); !s.ok()) {
-      return absl::Status(s.code(), absl::StrFormat("perturbation (seed %d, operation %d): %s",
-                                                    options_.seed, n, s.message()));
+      return Prefixed(absl::StrFormat("perturbation (seed %d, operation %d): ", options_.seed, n),
+                      s);
     }
     ++tally_.spins;
     tally_.spin_ns += ns;
@@ -64,49 +65,49 @@ void PerturbingDevice::SetContext(std::string_view context) {
 }
 
 absl::Status PerturbingDevice::RecordEvent(EventId event, StreamId stream) {
-  if (absl::Status s = Perturb(stream); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(Perturb(stream));
   return inner_.RecordEvent(event, stream);
 }
 
 absl::Status PerturbingDevice::WaitEvent(StreamId stream, EventId event) {
-  if (absl::Status s = Perturb(stream); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(Perturb(stream));
   return inner_.WaitEvent(stream, event);
 }
 
 absl::Status PerturbingDevice::Copy(StreamId stream, const MemRef& dst, const MemRef& src,
                                     std::string_view label) {
-  if (absl::Status s = Perturb(stream); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(Perturb(stream));
   return inner_.Copy(stream, dst, src, label);
 }
 
 absl::Status PerturbingDevice::Reduce(StreamId stream, DType dtype, const Operand& dst,
                                       absl::Span<const Operand> terms, int64_t elems,
                                       std::string_view label) {
-  if (absl::Status s = Perturb(stream); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(Perturb(stream));
   return inner_.Reduce(stream, dtype, dst, terms, elems, label);
 }
 
 absl::Status PerturbingDevice::SignalFlag(StreamId stream, const MemRef& counter,
                                           const MemRef& peer_flag, std::string_view label) {
-  if (absl::Status s = Perturb(stream); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(Perturb(stream));
   return inner_.SignalFlag(stream, counter, peer_flag, label);
 }
 
 absl::Status PerturbingDevice::WaitFlag(StreamId stream, const MemRef& expected, const MemRef& flag,
                                         std::string_view label) {
-  if (absl::Status s = Perturb(stream); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(Perturb(stream));
   return inner_.WaitFlag(stream, expected, flag, label);
 }
 
 absl::Status PerturbingDevice::WriteValue(StreamId stream, const MemRef& dst, uint64_t value,
                                           std::string_view label) {
-  if (absl::Status s = Perturb(stream); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(Perturb(stream));
   return inner_.WriteValue(stream, dst, value, label);
 }
 
 absl::Status PerturbingDevice::WaitValue(StreamId stream, const MemRef& flag, uint64_t value,
                                          std::string_view label) {
-  if (absl::Status s = Perturb(stream); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(Perturb(stream));
   return inner_.WaitValue(stream, flag, value, label);
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
+#include "common/core/status_macros.h"
 
 namespace dmalab {
 
@@ -29,15 +30,14 @@ absl::StatusOr<std::unique_ptr<SpeedOfLight>> SpeedOfLight::Create(Device* devic
   }
   std::unique_ptr<SpeedOfLight> sol(new SpeedOfLight(device, max_bytes, graphs));
   for (int r = 0; r < device->world_size(); ++r) {
-    absl::StatusOr<MemRef> src = device->Allocate(r, max_bytes, "speed of light source");
-    if (!src.ok()) return src.status();
-    sol->src_.push_back(*src);
-    absl::StatusOr<MemRef> dst = device->Allocate(r, max_bytes, "speed of light destination");
-    if (!dst.ok()) return dst.status();
-    sol->dst_.push_back(*dst);
-    absl::StatusOr<StreamId> stream = device->CreateStream(r, StreamKind::kCopy, "speed of light");
-    if (!stream.ok()) return stream.status();
-    sol->streams_.push_back(*stream);
+    DMALAB_ASSIGN_OR_RETURN(MemRef src, device->Allocate(r, max_bytes, "speed of light source"));
+    sol->src_.push_back(src);
+    DMALAB_ASSIGN_OR_RETURN(MemRef dst,
+                            device->Allocate(r, max_bytes, "speed of light destination"));
+    sol->dst_.push_back(dst);
+    DMALAB_ASSIGN_OR_RETURN(StreamId stream,
+                            device->CreateStream(r, StreamKind::kCopy, "speed of light"));
+    sol->streams_.push_back(stream);
   }
   return sol;
 }
@@ -74,11 +74,8 @@ absl::Status SpeedOfLight::Enqueue(const std::vector<std::vector<uint64_t>>& cop
       const uint64_t bytes = copies[r][j];
       if (offset[r] + bytes > max_bytes_) offset[r] = 0;
       const int successor = (r + 1) % world;
-      if (absl::Status s = device_->Copy(streams_[r], dst_[successor].Slice(offset[r], bytes),
-                                         src_[r].Slice(offset[r], bytes), "speed of light");
-          !s.ok()) {
-        return s;
-      }
+      DMALAB_RETURN_IF_ERROR(device_->Copy(streams_[r], dst_[successor].Slice(offset[r], bytes),
+                                           src_[r].Slice(offset[r], bytes), "speed of light"));
       offset[r] += bytes;
     }
   }
@@ -93,9 +90,8 @@ absl::StatusOr<double> SpeedOfLight::MeasureUs(const RingPlan& plan, const Devic
   }
   auto it = captured_.find(copies);
   if (it == captured_.end()) {
-    absl::StatusOr<GraphId> graph = device_->CaptureGraph([&] { return Enqueue(copies); });
-    if (!graph.ok()) return graph.status();
-    it = captured_.emplace(copies, *graph).first;
+    DMALAB_ASSIGN_OR_RETURN(GraphId graph, device_->CaptureGraph([&] { return Enqueue(copies); }));
+    it = captured_.emplace(copies, graph).first;
   }
   const GraphId graph = it->second;
   return TimePerCallUs(*device_, clock, warmup, iters, [&] { return device_->LaunchGraph(graph); });

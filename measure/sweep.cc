@@ -54,10 +54,9 @@ absl::StatusOr<SweepBuffers> AllocateBuffers(Device& device, uint64_t bytes) {
     const std::pair<std::vector<MemRef>*, const char*> lists[] = {
         {&b.input, "sweep input"}, {&b.output, "sweep output"}, {&b.in_place, "sweep in-place"}};
     for (const auto& [list, tag] : lists) {
-      absl::StatusOr<MemRef> m = device.Allocate(r, bytes, tag);
-      if (!m.ok()) return m.status();
-      if (absl::Status s = WriteZeros(device, *m); !s.ok()) return s;
-      list->push_back(*m);
+      DMALAB_ASSIGN_OR_RETURN(MemRef m, device.Allocate(r, bytes, tag));
+      DMALAB_RETURN_IF_ERROR(WriteZeros(device, m));
+      list->push_back(m);
     }
   }
   return b;
@@ -74,7 +73,7 @@ void FreeBuffers(Device& device, const SweepBuffers& b) {
 absl::Status WriteInputs(Device& device, absl::Span<const TensorView> views, bool zeros) {
   for (const TensorView& v : views) {
     if (zeros) {
-      if (absl::Status s = WriteZeros(device, v.mem); !s.ok()) return s;
+      DMALAB_RETURN_IF_ERROR(WriteZeros(device, v.mem));
       continue;
     }
     std::vector<uint8_t> bytes(v.bytes(), 0);
@@ -86,7 +85,7 @@ absl::Status WriteInputs(Device& device, absl::Span<const TensorView> views, boo
     for (int64_t i = 0; i < v.elems(); ++i) {
       std::memcpy(bytes.data() + i * esize, period + (i % kPeriod) * esize, esize);
     }
-    if (absl::Status s = device.Write(v.mem, bytes); !s.ok()) return s;
+    DMALAB_RETURN_IF_ERROR(device.Write(v.mem, bytes));
   }
   return absl::OkStatus();
 }
@@ -96,7 +95,7 @@ absl::Status WriteInputs(Device& device, absl::Span<const TensorView> views, boo
 absl::Status Check(Device& device, Collective& ar, absl::Span<const TensorView> ins,
                    absl::Span<const TensorView> outs, WireMode wire, SweepTiming& timing) {
   const int world = device.world_size();
-  if (absl::Status s = WriteInputs(device, ins, /*zeros=*/false); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(WriteInputs(device, ins, /*zeros=*/false));
   absl::Status call = ar.AllReduce(ins, outs);
   if (call.ok()) call = device.Synchronize();
   if (!call.ok()) return CollectiveFailure(call, outs[0].bytes(), "check");
@@ -113,7 +112,7 @@ absl::Status Check(Device& device, Collective& ar, absl::Span<const TensorView> 
   std::vector<uint8_t> rank0(outs[0].bytes()), got(outs[0].bytes());
   for (int r = 0; r < world; ++r) {
     std::vector<uint8_t>& bytes = r == 0 ? rank0 : got;
-    if (absl::Status s = device.Read(outs[r].mem, absl::MakeSpan(bytes)); !s.ok()) return s;
+    DMALAB_RETURN_IF_ERROR(device.Read(outs[r].mem, absl::MakeSpan(bytes)));
     for (int64_t i = 0; i < n; ++i) {
       off_sum += LoadAsFloat(dtype, bytes.data(), i) != expected[i % kPeriod];
       if (r > 0) {
@@ -152,15 +151,12 @@ absl::StatusOr<std::vector<int64_t>> SweepCounts(const SweepOptions& o, int worl
         absl::StrFormat("sweep: no size in [%d, %d] bytes holds a multiple of %d %s elements",
                         o.min_bytes, o.max_bytes, granule, DTypeName(o.dtype)));
   }
-  if (absl::Status s = CheckWireApplies(o.wire, world, counts.front(), o.dtype); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(CheckWireApplies(o.wire, world, counts.front(), o.dtype));
   return counts;
 }
 
 absl::Status CheckSweepOptions(const SweepOptions& o, const Device& device) {
-  if (absl::StatusOr<std::vector<int64_t>> counts = SweepCounts(o, device.world_size());
-      !counts.ok()) {
-    return counts.status();
-  }
+  DMALAB_RETURN_IF_ERROR(SweepCounts(o, device.world_size()).status());
   if (o.check && !device.HoldsValues()) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "sweep: -c 1 compares results with the exact sum, but device '%s' runs in the shadow "
@@ -186,18 +182,17 @@ absl::StatusOr<std::vector<SweepRow>> RunSweep(Device& device, const DeviceClock
                                                const SweepObserver& observer) {
   const int world = device.world_size();
   DMALAB_RETURN_IF_ERROR(CheckSweepOptions(o, device));
-  absl::StatusOr<std::vector<int64_t>> counts = SweepCounts(o, world);
-  if (!counts.ok()) return counts.status();
+  DMALAB_ASSIGN_OR_RETURN(std::vector<int64_t> counts, SweepCounts(o, world));
   const bool ring = o.collective == kRingCollective;
-  const uint64_t max_bytes = static_cast<uint64_t>(counts->back()) * DTypeBytes(o.dtype);
+  const uint64_t max_bytes = static_cast<uint64_t>(counts.back()) * DTypeBytes(o.dtype);
   DmaAllReduceOptions ar_options;
   ar_options.max_bytes = max_bytes;
   ar_options.wire = o.wire;
   ar_options.pieces = o.pieces;
   ar_options.graph_cache = o.graph;
-  absl::StatusOr<std::unique_ptr<Collective>> ar;
+  std::unique_ptr<Collective> ar;
   if (ring) {
-    ar = DmaAllReduce::Create(&device, ar_options);
+    DMALAB_ASSIGN_OR_RETURN(ar, DmaAllReduce::Create(&device, ar_options));
   } else {
     CollectiveParams params;
     params.max_bytes = max_bytes;
@@ -205,36 +200,33 @@ absl::StatusOr<std::vector<SweepRow>> RunSweep(Device& device, const DeviceClock
     params.wire = o.wire;
     params.pieces = o.pieces;
     params.process = o.spmd_process;
-    ar = OpenCollective(&device, o.collective, params);
+    DMALAB_ASSIGN_OR_RETURN(ar, OpenCollective(&device, o.collective, params));
   }
-  if (!ar.ok()) return ar.status();
-  absl::StatusOr<std::unique_ptr<SpeedOfLight>> sol =
-      SpeedOfLight::Create(&device, max_bytes, /*graphs=*/o.graph);
-  if (!sol.ok()) return sol.status();
-  absl::StatusOr<SweepBuffers> buffers = AllocateBuffers(device, max_bytes);
-  if (!buffers.ok()) return buffers.status();
+  DMALAB_ASSIGN_OR_RETURN(std::unique_ptr<SpeedOfLight> sol,
+                          SpeedOfLight::Create(&device, max_bytes, /*graphs=*/o.graph));
+  DMALAB_ASSIGN_OR_RETURN(SweepBuffers buffers, AllocateBuffers(device, max_bytes));
 
   std::vector<SweepRow> rows;
   absl::Status status;
-  const int total = static_cast<int>(counts->size());
+  const int total = static_cast<int>(counts.size());
   const auto progress = [&](int index, uint64_t bytes, std::string_view phase) {
     if (observer.progress) observer.progress(index, total, bytes, phase);
   };
   for (int index = 0; index < total && status.ok(); ++index) {
     SweepRow row;
-    row.count = (*counts)[index];
+    row.count = counts[index];
     row.bytes = static_cast<uint64_t>(row.count) * DTypeBytes(o.dtype);
     row.dtype = o.dtype;
     row.wire = o.wire;
-    const std::vector<TensorView> ins = ContiguousViews(buffers->input, o.dtype, row.count);
-    const std::vector<TensorView> outs = ContiguousViews(buffers->output, o.dtype, row.count);
-    const std::vector<TensorView> in_place = ContiguousViews(buffers->in_place, o.dtype, row.count);
+    const std::vector<TensorView> ins = ContiguousViews(buffers.input, o.dtype, row.count);
+    const std::vector<TensorView> outs = ContiguousViews(buffers.output, o.dtype, row.count);
+    const std::vector<TensorView> in_place = ContiguousViews(buffers.in_place, o.dtype, row.count);
     const auto measure = [&](absl::Span<const TensorView> in, absl::Span<const TensorView> out,
                              std::string_view phase, SweepTiming& t) -> absl::Status {
       // Everything TimePerCallUs does is the collective's: its calls and the synchronizes that
       // wait for them.
-      absl::StatusOr<double> us = TimePerCallUs(device, clock, o.warmup, o.iters,
-                                                [&] { return (*ar)->AllReduce(in, out); });
+      absl::StatusOr<double> us =
+          TimePerCallUs(device, clock, o.warmup, o.iters, [&] { return ar->AllReduce(in, out); });
       if (!us.ok()) return CollectiveFailure(us.status(), row.bytes, phase);
       t.time_us = *us;
       t.algbw_gbps = static_cast<double>(row.bytes) / (*us * 1e3);
@@ -263,7 +255,7 @@ absl::StatusOr<std::vector<SweepRow>> RunSweep(Device& device, const DeviceClock
       status = plan.status();
       break;
     }
-    absl::StatusOr<double> sol_us = (*sol)->MeasureUs(*plan, clock, o.warmup, o.iters);
+    absl::StatusOr<double> sol_us = sol->MeasureUs(*plan, clock, o.warmup, o.iters);
     if (!sol_us.ok()) {
       status = sol_us.status();
       break;
@@ -273,23 +265,22 @@ absl::StatusOr<std::vector<SweepRow>> RunSweep(Device& device, const DeviceClock
     row.pct_sol = *sol_us / row.out_of_place.time_us * 100.0;
     if (o.check) {
       progress(index, row.bytes, "check");
-      status = Check(device, **ar, ins, outs, o.wire, row.out_of_place);
-      if (status.ok()) status = Check(device, **ar, in_place, in_place, o.wire, row.in_place);
+      status = Check(device, *ar, ins, outs, o.wire, row.out_of_place);
+      if (status.ok()) status = Check(device, *ar, in_place, in_place, o.wire, row.in_place);
       if (!status.ok()) break;
     }
     if (observer.row) observer.row(row);
     rows.push_back(row);
   }
-  FreeBuffers(device, *buffers);
+  FreeBuffers(device, buffers);
   if (!status.ok()) return status;
   return rows;
 }
 
 absl::StatusOr<uint64_t> SweepMemoryBytes(const SweepOptions& o, int world) {
-  absl::StatusOr<std::vector<int64_t>> counts = SweepCounts(o, world);
-  if (!counts.ok()) return counts.status();
-  if (counts->empty()) return 0;
-  const long double max_bytes = static_cast<long double>(counts->back()) * DTypeBytes(o.dtype);
+  DMALAB_ASSIGN_OR_RETURN(std::vector<int64_t> counts, SweepCounts(o, world));
+  if (counts.empty()) return 0;
+  const long double max_bytes = static_cast<long double>(counts.back()) * DTypeBytes(o.dtype);
   long double workspace = 0;
   if (o.collective == kRingCollective) {
     DmaAllReduceOptions ar;

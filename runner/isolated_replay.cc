@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/core/status_macros.h"
 #include "runner/isolated_run.h"
 #include "runner/report_stream.h"
 
@@ -48,12 +49,11 @@ absl::StatusOr<ReplayReport> ReplayInWorker(
     }
     return absl::DataLossError("a message of an unknown kind");
   };
-  absl::StatusOr<WorkerEnd> end = RunIsolated(work, on_message, hang_seconds);
-  if (!end.ok()) return end.status();
-  if (end->how == WorkerEnd::How::kFinished) {
+  DMALAB_ASSIGN_OR_RETURN(WorkerEnd end, RunIsolated(work, on_message, hang_seconds));
+  if (end.how == WorkerEnd::How::kFinished) {
     if (!error.ok()) return error;
     if (reader.started()) return std::move(reader.report());
-    end->how = WorkerEnd::How::kExited;  // finished without a report: never by the code above
+    end.how = WorkerEnd::How::kExited;  // finished without a report: never by the code above
   }
   ReplayReport report = std::move(reader.report());
   if (!reader.started()) {
@@ -64,8 +64,8 @@ absl::StatusOr<ReplayReport> ReplayInWorker(
   }
   const ReplayStepPlace& at = reader.place();
   ReplayFinding f;
-  f.kind = end->how == WorkerEnd::How::kHung ? ReplayFindingKind::kCollectiveHang
-                                             : ReplayFindingKind::kCollectiveCrash;
+  f.kind = end.how == WorkerEnd::How::kHung ? ReplayFindingKind::kCollectiveHang
+                                            : ReplayFindingKind::kCollectiveCrash;
   f.checker = std::string(ReplayFindingKindName(f.kind));
   f.step_index = at.step_index;
   f.step = at.step.empty() ? "setup" : at.step;
@@ -75,8 +75,8 @@ absl::StatusOr<ReplayReport> ReplayInWorker(
   f.iterations = at.iterations;
   f.detail = absl::StrFormat(
       "the replay's worker process %s in %s%s; the report holds every step before it",
-      end->Describe(), f.step,
-      end->how == WorkerEnd::How::kExited || end->how == WorkerEnd::How::kSignaled
+      end.Describe(), f.step,
+      end.how == WorkerEnd::How::kExited || end.how == WorkerEnd::How::kSignaled
           ? " (the collective under test ran there)"
           : "");
   AddFindingTo(report, std::move(f), max_findings);

@@ -21,6 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/core/status_macros.h"
 
 extern char** environ;
 
@@ -158,8 +159,7 @@ absl::StatusOr<LaunchResult> LaunchRanks(const LaunchOptions& options) {
     return absl::InvalidArgumentError(
         "launch: the timeout must be positive, the settle time and the kill grace not negative");
   }
-  absl::StatusOr<std::string> program = ResolveProgram(options.argv[0]);
-  if (!program.ok()) return program.status();
+  DMALAB_ASSIGN_OR_RETURN(std::string program, ResolveProgram(options.argv[0]));
 
   LaunchResult result;
   result.address = options.address.empty() ? FreshBootstrapAddress() : options.address;
@@ -213,7 +213,7 @@ absl::StatusOr<LaunchResult> LaunchRanks(const LaunchOptions& options) {
       ::sigemptyset(&none);
       ::sigprocmask(SIG_SETMASK, &none, nullptr);
       ::signal(SIGPIPE, SIG_DFL);
-      ::execve(program->c_str(), argv.data(), envp.data());
+      ::execve(program.c_str(), argv.data(), envp.data());
       const int err = errno;
       ssize_t ignored = ::write(exec_pipe[1], &err, sizeof(err));
       (void)ignored;
@@ -232,7 +232,7 @@ absl::StatusOr<LaunchResult> LaunchRanks(const LaunchOptions& options) {
       pids[r] = 0;
       EndAll(pids, result.ranks, absl::ZeroDuration(), absl::ZeroDuration());
       return absl::FailedPreconditionError(
-          absl::StrFormat("launch: cannot run \"%s\": %s", *program, std::strerror(err)));
+          absl::StrFormat("launch: cannot run \"%s\": %s", program, std::strerror(err)));
     }
   }
 

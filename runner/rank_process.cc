@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "common/core/status_macros.h"
 #include "common/plugin/open_collective.h"
 #include "common/plugin/plugin_library.h"
 #include "common/plugin/socket_bootstrap.h"
@@ -50,8 +51,7 @@ absl::StatusOr<Connection*> Connect() {
   absl::StatusOr<std::unique_ptr<SocketBootstrap>> b = SocketBootstrap::Connect(o);
   if (!b.ok()) {
     failed =
-        absl::Status(b.status().code(), absl::StrFormat("rank %d of %d: bootstrap: %s", env->rank,
-                                                        env->world, b.status().message()));
+        Prefixed(absl::StrFormat("rank %d of %d: bootstrap: ", env->rank, env->world), b.status());
     return failed;
   }
   connection = new Connection{*env, *std::move(b)};  // lives as long as the process
@@ -108,14 +108,13 @@ bool IsLeadProcess() {
 
 absl::Status CheckProcsCollective(const std::string& collective) {
   if (!IsPluginPath(collective)) return absl::OkStatus();
-  absl::StatusOr<std::unique_ptr<PluginLibrary>> lib = PluginLibrary::Open(collective);
-  if (!lib.ok()) return lib.status();
-  if ((*lib)->abi() == 2) return absl::OkStatus();
+  DMALAB_ASSIGN_OR_RETURN(std::unique_ptr<PluginLibrary> lib, PluginLibrary::Open(collective));
+  if (lib->abi() == 2) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrFormat(
       "--procs with plugin %s: it speaks plugin ABI v%d, whose one instance drives every rank "
       "from one process; --procs runs the built-in ring or an ABI v2 (SPMD) plugin, one instance "
       "per rank process",
-      collective, (*lib)->abi()));
+      collective, lib->abi()));
 }
 
 int LaunchRankProcesses(std::string_view command, int procs) {
@@ -144,9 +143,8 @@ int LaunchRankProcesses(std::string_view command, int procs) {
 
 absl::StatusOr<std::unique_ptr<RankProcessDevice>> RankProcessDevice::Create(
     const Options& options) {
-  absl::StatusOr<Connection*> c = Connect();
-  if (!c.ok()) return c.status();
-  const RankEnv& env = (*c)->env;
+  DMALAB_ASSIGN_OR_RETURN(auto* c, Connect());
+  const RankEnv& env = c->env;
   if (env.world != options.world) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "rank %d: launched as one of %d processes, but the run has %d ranks; start one process "
@@ -157,11 +155,8 @@ absl::StatusOr<std::unique_ptr<RankProcessDevice>> RankProcessDevice::Create(
   hw.stream_priority_seed = options.stream_priority_seed;
   hw.first_gpu = env.local_rank;
   absl::StatusOr<std::unique_ptr<Device>> local = CreateHwDevice(1, 1, hw);
-  if (!local.ok()) {
-    return absl::Status(local.status().code(),
-                        absl::StrFormat("rank %d: %s", env.rank, local.status().message()));
-  }
-  return std::make_unique<RankProcessDeviceImpl>(*c, *std::move(local));
+  if (!local.ok()) return Prefixed(absl::StrFormat("rank %d: ", env.rank), local.status());
+  return std::make_unique<RankProcessDeviceImpl>(c, *std::move(local));
 }
 
 }  // namespace dmalab

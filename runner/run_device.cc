@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "common/core/status_macros.h"
 #include "dmalab/hw.h"
 
 namespace dmalab {
@@ -35,7 +36,7 @@ absl::Status CheckDeviceChoice(const DeviceChoice& choice) {
 
 absl::StatusOr<RunDevice> RunDevice::Make(const DeviceChoice& choice, int world,
                                           uint64_t scheduling_seed) {
-  if (absl::Status s = CheckDeviceChoice(choice); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(CheckDeviceChoice(choice));
   RunDevice d;
   if (choice.backend == "sim") {
     auto sim = std::make_unique<SimDevice>(world, scheduling_seed, choice.fidelity);
@@ -50,18 +51,14 @@ absl::StatusOr<RunDevice> RunDevice::Make(const DeviceChoice& choice, int world,
     RankProcessDevice::Options options;
     options.world = world;
     options.stream_priority_seed = choice.perturb_seed;
-    absl::StatusOr<std::unique_ptr<RankProcessDevice>> rank = RankProcessDevice::Create(options);
-    if (!rank.ok()) return rank.status();
-    d.rank_process_ = *std::move(rank);
+    DMALAB_ASSIGN_OR_RETURN(d.rank_process_, RankProcessDevice::Create(options));
     d.base_ = d.rank_process_->get();
     RankProcessDevice* r = d.rank_process_.get();
     spin = [r](StreamId stream, uint64_t ns) { return r->Spin(stream, ns); };
   } else {
     HwDeviceOptions options;
     options.stream_priority_seed = choice.perturb_seed;
-    absl::StatusOr<std::unique_ptr<Device>> hw = CreateHwDevice(world, choice.gpus, options);
-    if (!hw.ok()) return hw.status();
-    d.owned_ = *std::move(hw);
+    DMALAB_ASSIGN_OR_RETURN(d.owned_, CreateHwDevice(world, choice.gpus, options));
     d.base_ = d.owned_.get();
     Device* base = d.base_;
     spin = [base](StreamId stream, uint64_t ns) { return HwSpin(*base, stream, ns); };
@@ -78,10 +75,9 @@ absl::StatusOr<RunDevice> RunDevice::Make(const DeviceChoice& choice, int world,
 absl::StatusOr<ReplayReport> RunDevice::Replay(const Scenario& scenario, ReplayOptions options) {
   if (sim_ != nullptr) options.poll_device_findings = NewFindingsPoller(*sim_);
   options.spmd_process = spmd_process();
-  absl::StatusOr<ReplayReport> report = dmalab::Replay(scenario, get(), options);
-  if (!report.ok()) return report;
-  report->scheduling_seed = scheduling_seed_;
-  report->perturb_seed = perturb_seed_;
+  DMALAB_ASSIGN_OR_RETURN(ReplayReport report, dmalab::Replay(scenario, get(), options));
+  report.scheduling_seed = scheduling_seed_;
+  report.perturb_seed = perturb_seed_;
   return report;
 }
 

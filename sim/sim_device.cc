@@ -325,13 +325,13 @@ absl::Status SimDevice::ResolveDeferred(Op& op) {
     return ResolveReserved(m, what);
   };
   if (op.kind == OpKind::kReduce) {
-    if (absl::Status s = resolve(op.dst_operand.mem, "reduce operand"); !s.ok()) return s;
+    DMALAB_RETURN_IF_ERROR(resolve(op.dst_operand.mem, "reduce operand"));
     for (Operand& t : op.terms) {
-      if (absl::Status s = resolve(t.mem, "reduce operand"); !s.ok()) return s;
+      DMALAB_RETURN_IF_ERROR(resolve(t.mem, "reduce operand"));
     }
     return absl::OkStatus();
   }
-  if (absl::Status s = resolve(op.dst, "dst"); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(resolve(op.dst, "dst"));
   return resolve(op.src, "src");
 }
 
@@ -396,14 +396,14 @@ absl::Status SimDevice::Free(const MemRef& allocation) {
     }
     // Back to the graph's pool at once: later work of the capture is ordered after the work
     // that used it, in every replay too.
-    if (absl::Status s = memory_[allocation.rank].Free(allocation, context_); !s.ok()) return s;
+    DMALAB_RETURN_IF_ERROR(memory_[allocation.rank].Free(allocation, context_));
     freed_.insert(allocation.alloc_id);
     for (uint64_t id : memory_[allocation.rank].TakeDroppedIds()) freed_.erase(id);
     return absl::OkStatus();
   }
   const AllocationInfo* info = memory_[allocation.rank].Find(allocation.alloc_id);
   const uint64_t bytes = info ? info->bytes : allocation.bytes;
-  if (absl::Status s = memory_[allocation.rank].Free(allocation, context_); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(memory_[allocation.rank].Free(allocation, context_));
   // Long-freed allocations are known by id alone (CheckLifetime); freed_ keeps recent ones.
   for (uint64_t id : memory_[allocation.rank].TakeDroppedIds()) freed_.erase(id);
   Op op;
@@ -482,7 +482,7 @@ absl::Status SimDevice::Enqueue(StreamId s, Op op, std::string_view label) {
 }
 
 absl::Status SimDevice::RecordEvent(EventId event, StreamId stream) {
-  if (absl::Status s = CheckStream(stream); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(CheckStream(stream));
   if (event.value() < 0 || event.value() >= static_cast<int32_t>(events_.size())) {
     return absl::InvalidArgumentError(absl::StrFormat("record: event %d does not exist", event));
   }
@@ -503,7 +503,7 @@ absl::Status SimDevice::RecordEvent(EventId event, StreamId stream) {
 }
 
 absl::Status SimDevice::WaitEvent(StreamId stream, EventId event) {
-  if (absl::Status s = CheckStream(stream); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(CheckStream(stream));
   if (event.value() < 0 || event.value() >= static_cast<int32_t>(events_.size())) {
     return absl::InvalidArgumentError(absl::StrFormat("wait: event %d does not exist", event));
   }
@@ -524,15 +524,15 @@ absl::Status SimDevice::WaitEvent(StreamId stream, EventId event) {
 
 absl::Status SimDevice::Copy(StreamId stream, const MemRef& dst_view, const MemRef& src_view,
                              std::string_view label) {
-  if (absl::Status s = CheckStream(stream); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(CheckStream(stream));
   if (dst_view.bytes != src_view.bytes) {
     return absl::InvalidArgumentError(
         absl::StrFormat("copy '%s': dst is %d bytes, src is %d; must match", label, dst_view.bytes,
                         src_view.bytes));
   }
   MemRef dst = dst_view, src = src_view;
-  if (absl::Status s = CheckMem(dst, "copy dst"); !s.ok()) return s;
-  if (absl::Status s = CheckMem(src, "copy src"); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(CheckMem(dst, "copy dst"));
+  DMALAB_RETURN_IF_ERROR(CheckMem(src, "copy src"));
   const int rank = streams_[stream.value()].rank;
   if (dst.rank != rank && src.rank != rank) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -549,8 +549,8 @@ absl::Status SimDevice::Copy(StreamId stream, const MemRef& dst_view, const MemR
 absl::Status SimDevice::Reduce(StreamId stream, DType dtype, const Operand& dst,
                                absl::Span<const Operand> terms, int64_t elems,
                                std::string_view label) {
-  if (absl::Status s = CheckStream(stream); !s.ok()) return s;
-  if (absl::Status s = ValidateReduce(dtype, dst, terms, elems); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(CheckStream(stream));
+  DMALAB_RETURN_IF_ERROR(ValidateReduce(dtype, dst, terms, elems));
   const int rank = streams_[stream.value()].rank;
   Op op;
   op.kind = OpKind::kReduce;
@@ -568,14 +568,14 @@ absl::Status SimDevice::Reduce(StreamId stream, DType dtype, const Operand& dst,
           label, o->mem.rank, rank));
     }
     // A mapping the stream's rank opened resolves to the owner's bytes: kernels may use it.
-    if (absl::Status s = CheckMem(o->mem, "reduce operand"); !s.ok()) return s;
+    DMALAB_RETURN_IF_ERROR(CheckMem(o->mem, "reduce operand"));
   }
   return Enqueue(stream, std::move(op), label);
 }
 
 absl::Status SimDevice::SignalFlag(StreamId stream, const MemRef& counter, const MemRef& peer_flag,
                                    std::string_view label) {
-  if (absl::Status s = CheckStream(stream); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(CheckStream(stream));
   if (counter.bytes != 8 || peer_flag.bytes != 8) {
     return absl::InvalidArgumentError(
         absl::StrFormat("signal '%s': counter and flag must be 8 bytes", label));
@@ -584,14 +584,14 @@ absl::Status SimDevice::SignalFlag(StreamId stream, const MemRef& counter, const
   op.kind = OpKind::kSignal;
   op.dst = counter;
   op.src = peer_flag;
-  if (absl::Status s = CheckFlagWord(op.dst, "signal counter", label); !s.ok()) return s;
-  if (absl::Status s = CheckFlagWord(op.src, "signal flag", label); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(CheckFlagWord(op.dst, "signal counter", label));
+  DMALAB_RETURN_IF_ERROR(CheckFlagWord(op.src, "signal flag", label));
   return Enqueue(stream, std::move(op), label);
 }
 
 absl::Status SimDevice::WaitFlag(StreamId stream, const MemRef& expected, const MemRef& flag,
                                  std::string_view label) {
-  if (absl::Status s = CheckStream(stream); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(CheckStream(stream));
   if (expected.bytes != 8 || flag.bytes != 8) {
     return absl::InvalidArgumentError(
         absl::StrFormat("wait '%s': expected and flag must be 8 bytes", label));
@@ -600,14 +600,14 @@ absl::Status SimDevice::WaitFlag(StreamId stream, const MemRef& expected, const 
   op.kind = OpKind::kWaitFlag;
   op.dst = expected;
   op.src = flag;
-  if (absl::Status s = CheckFlagWord(op.dst, "wait expected", label); !s.ok()) return s;
-  if (absl::Status s = CheckFlagWord(op.src, "wait flag", label); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(CheckFlagWord(op.dst, "wait expected", label));
+  DMALAB_RETURN_IF_ERROR(CheckFlagWord(op.src, "wait flag", label));
   return Enqueue(stream, std::move(op), label);
 }
 
 absl::Status SimDevice::CheckValueFlag(StreamId stream, MemRef& flag, std::string_view what,
                                        std::string_view label) {
-  if (absl::Status s = CheckStream(stream); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(CheckStream(stream));
   if (flag.bytes != 8) {
     return absl::InvalidArgumentError(
         absl::StrFormat("%s '%s': the flag must be 8 bytes, is %d", what, label, flag.bytes));
@@ -631,7 +631,7 @@ absl::Status SimDevice::WriteValue(StreamId stream, const MemRef& dst, uint64_t 
   op.kind = OpKind::kWriteValue;
   op.src = dst;
   op.wait_target = value;
-  if (absl::Status s = CheckValueFlag(stream, op.src, "write value", label); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(CheckValueFlag(stream, op.src, "write value", label));
   return Enqueue(stream, std::move(op), label);
 }
 
@@ -642,7 +642,7 @@ absl::Status SimDevice::WaitValue(StreamId stream, const MemRef& flag, uint64_t 
   op.src = flag;
   op.wait_target = value;
   op.wait_armed = true;
-  if (absl::Status s = CheckValueFlag(stream, op.src, "wait value", label); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(CheckValueFlag(stream, op.src, "wait value", label));
   if (op.src.rank != streams_[stream.value()].rank) {
     return absl::InvalidArgumentError(
         absl::StrFormat("wait value '%s': the flag is on rank %d, the stream on rank %d; a wait "
@@ -1014,7 +1014,7 @@ void SimDevice::RunReady() {
 }
 
 absl::Status SimDevice::Synchronize() {
-  if (absl::Status s = RefuseDuringCapture("synchronize"); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(RefuseDuringCapture("synchronize"));
   RunReady();
   if (pending_ > 0) {
     std::string report = DeadlockReport();
@@ -1076,9 +1076,8 @@ absl::StatusOr<IpcHandle> SimDevice::ExportMemory(const MemRef& allocation) {
   e.bytes = a->bytes;
   e.tag = a->tag;
   e.by = context_;
-  absl::StatusOr<IpcHandleBytes> h = ipc_.Export(e);
-  if (!h.ok()) return h.status();
-  return IpcHandle{*h};
+  DMALAB_ASSIGN_OR_RETURN(IpcHandleBytes h, ipc_.Export(e));
+  return IpcHandle{h};
 }
 
 absl::StatusOr<MemRef> SimDevice::OpenMemory(int rank, const IpcHandle& handle) {
@@ -1108,9 +1107,7 @@ absl::StatusOr<MemRef> SimDevice::OpenPeerMemory(int rank, const IpcHandle& hand
     DMALAB_ASSIGN_OR_RETURN(map, ipc_.Map(rank, *id, context_));
   } else {
     absl::StatusOr<const Reservation*> r = reservations_.ForMapping(rank, reserved->addr, e.bytes);
-    if (!r.ok()) {
-      return absl::Status(r.status().code(), absl::StrFormat("%s: %s", verb, r.status().message()));
-    }
+    if (!r.ok()) return Prefixed(absl::StrFormat("%s: ", verb), r.status());
     DMALAB_ASSIGN_OR_RETURN(map, ipc_.MapAt(rank, *id, (*r)->addr, context_));
     reservations_.SetMapping((*r)->id, map->id);
   }
@@ -1124,9 +1121,7 @@ absl::Status SimDevice::CloseMemory(const MemRef& mapping) {
     return absl::InvalidArgumentError(
         absl::StrFormat("ipc close: rank is %d; ranks are 0..%d", mapping.rank, world_ - 1));
   }
-  if (absl::Status s = ipc_.Unmap(mapping.rank, mapping.addr, context_); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat("ipc close: ", s.message()));
-  }
+  DMALAB_RETURN_IF_ERROR(Prefixed("ipc close: ", ipc_.Unmap(mapping.rank, mapping.addr, context_)));
   if (AddressReservations::InWindow(mapping.rank, mapping.addr)) {
     // A mapping placed in a reserved range: the range is unmapped again.
     const Reservation* r = reservations_.At(mapping.rank, mapping.addr);
@@ -1142,9 +1137,8 @@ absl::StatusOr<MemRef> SimDevice::ReserveAddress(int rank, uint64_t bytes) {
     return absl::InvalidArgumentError(
         absl::StrFormat("reserve_address: rank is %d; ranks are 0..%d", rank, world_ - 1));
   }
-  absl::StatusOr<const Reservation*> r = reservations_.Reserve(rank, bytes, context_);
-  if (!r.ok()) return r.status();
-  return MemRef{rank, (*r)->addr, (*r)->bytes, 0, 0};
+  DMALAB_ASSIGN_OR_RETURN(const Reservation* r, reservations_.Reserve(rank, bytes, context_));
+  return MemRef{rank, r->addr, r->bytes, 0, 0};
 }
 
 absl::StatusOr<MemRef> SimDevice::OpenMemoryAt(int rank, const IpcHandle& handle,
@@ -1164,12 +1158,10 @@ absl::Status SimDevice::ReleaseAddress(const MemRef& reserved) {
   }
   absl::StatusOr<const Reservation*> r =
       reservations_.Release(reserved.rank, reserved.addr, context_);
-  if (!r.ok()) {
-    return absl::Status(r.status().code(), absl::StrCat("release_address: ", r.status().message()));
-  }
+  if (!r.ok()) return Prefixed("release_address: ", r.status());
   if ((*r)->mapping != 0) {
     // Releasing unmaps, as cuMemUnmap before cuMemAddressFree.
-    if (absl::Status s = ipc_.Unmap(reserved.rank, (*r)->addr, context_); !s.ok()) return s;
+    DMALAB_RETURN_IF_ERROR(ipc_.Unmap(reserved.rank, (*r)->addr, context_));
     reservations_.SetMapping((*r)->id, 0);
   }
   return absl::OkStatus();
@@ -1184,9 +1176,8 @@ absl::StatusOr<IpcHandle> SimDevice::ExportEvent(EventId event) {
   e.rank = events_[event.value()].rank;
   e.event = event.value();
   e.by = context_;
-  absl::StatusOr<IpcHandleBytes> h = ipc_.Export(e);
-  if (!h.ok()) return h.status();
-  return IpcHandle{*h};
+  DMALAB_ASSIGN_OR_RETURN(IpcHandleBytes h, ipc_.Export(e));
+  return IpcHandle{h};
 }
 
 absl::StatusOr<EventId> SimDevice::OpenEvent(int rank, const IpcHandle& handle) {
@@ -1205,7 +1196,7 @@ absl::StatusOr<EventId> SimDevice::OpenEvent(int rank, const IpcHandle& handle) 
 }
 
 absl::StatusOr<bool> SimDevice::RankIdle(int rank) {
-  if (absl::Status s = RefuseDuringCapture("synchronize"); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(RefuseDuringCapture("synchronize"));
   RunReady();
   for (const Stream& s : streams_) {
     if (s.rank == rank && !s.queue.empty()) return false;
@@ -1306,10 +1297,10 @@ void SimDevice::Time(StreamId sid, const Op& op) {
 }
 
 absl::Status SimDevice::Write(const MemRef& dst_view, absl::Span<const uint8_t> bytes) {
-  if (absl::Status s = RefuseDuringCapture("write"); !s.ok()) return s;
-  if (absl::Status s = CompleteForHost(); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(RefuseDuringCapture("write"));
+  DMALAB_RETURN_IF_ERROR(CompleteForHost());
   MemRef dst = dst_view;
-  if (absl::Status s = CheckMem(dst, "write dst"); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(CheckMem(dst, "write dst"));
   if (bytes.size() != dst.bytes) {
     return absl::InvalidArgumentError(
         absl::StrFormat("write: dst is %d bytes, data is %d; must match", dst.bytes, bytes.size()));
@@ -1336,10 +1327,10 @@ absl::Status SimDevice::Write(const MemRef& dst_view, absl::Span<const uint8_t> 
 absl::Status SimDevice::WriteGenerated(const MemRef& dst_view,
                                        std::shared_ptr<const GeneratedContent> content) {
   if (fidelity_ != Fidelity::kValues) return Device::WriteGenerated(dst_view, std::move(content));
-  if (absl::Status s = RefuseDuringCapture("write"); !s.ok()) return s;
-  if (absl::Status s = CompleteForHost(); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(RefuseDuringCapture("write"));
+  DMALAB_RETURN_IF_ERROR(CompleteForHost());
   MemRef dst = dst_view;
-  if (absl::Status s = CheckMem(dst, "write dst"); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(CheckMem(dst, "write dst"));
   CheckLifetime(-1, dst);
   races_.Write(dst.rank, dst.addr, dst.end(),
                dmalab::Access{kHostTimeline, host_clock_.Get(kHostTimeline), -1}, host_clock_);
@@ -1358,10 +1349,10 @@ absl::Status SimDevice::CheckShadowCall(std::string_view what, MemRef& m) {
 }
 
 absl::Status SimDevice::WriteShadow(const MemRef& dst_view, uint64_t content) {
-  if (absl::Status s = RefuseDuringCapture("shadow write"); !s.ok()) return s;
-  if (absl::Status s = CompleteForHost(); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(RefuseDuringCapture("shadow write"));
+  DMALAB_RETURN_IF_ERROR(CompleteForHost());
   MemRef dst = dst_view;
-  if (absl::Status s = CheckShadowCall("shadow write dst", dst); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(CheckShadowCall("shadow write dst", dst));
   CheckLifetime(-1, dst);
   races_.Write(dst.rank, dst.addr, dst.end(),
                dmalab::Access{kHostTimeline, host_clock_.Get(kHostTimeline), -1}, host_clock_);
@@ -1370,10 +1361,10 @@ absl::Status SimDevice::WriteShadow(const MemRef& dst_view, uint64_t content) {
 }
 
 absl::StatusOr<Provenance> SimDevice::ReadProvenance(const MemRef& src_view) {
-  if (absl::Status s = RefuseDuringCapture("provenance read"); !s.ok()) return s;
-  if (absl::Status s = CompleteForHost(); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(RefuseDuringCapture("provenance read"));
+  DMALAB_RETURN_IF_ERROR(CompleteForHost());
   MemRef src = src_view;
-  if (absl::Status s = CheckShadowCall("provenance read src", src); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(CheckShadowCall("provenance read src", src));
   CheckLifetime(-1, src);
   races_.Read(src.rank, src.addr, src.end(),
               dmalab::Access{kHostTimeline, host_clock_.Get(kHostTimeline), -1}, host_clock_);
@@ -1381,10 +1372,10 @@ absl::StatusOr<Provenance> SimDevice::ReadProvenance(const MemRef& src_view) {
 }
 
 absl::Status SimDevice::Read(const MemRef& src_view, absl::Span<uint8_t> bytes) {
-  if (absl::Status s = RefuseDuringCapture("read"); !s.ok()) return s;
-  if (absl::Status s = CompleteForHost(); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(RefuseDuringCapture("read"));
+  DMALAB_RETURN_IF_ERROR(CompleteForHost());
   MemRef src = src_view;
-  if (absl::Status s = CheckMem(src, "read src"); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(CheckMem(src, "read src"));
   if (bytes.size() != src.bytes) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "read: src is %d bytes, buffer is %d; must match", src.bytes, bytes.size()));
@@ -1423,7 +1414,7 @@ absl::StatusOr<EventId> SimDevice::LaunchEvent(std::map<int, EventId>& pool, int
 }
 
 absl::Status SimDevice::LaunchGraph(GraphId graph) {
-  if (absl::Status s = RefuseDuringCapture("launch graph"); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(RefuseDuringCapture("launch graph"));
   if (graph.value() < 0 || graph.value() >= static_cast<int32_t>(graphs_.size())) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "launch graph: graph %d does not exist (%d captured)", graph, graphs_.size()));
@@ -1441,12 +1432,11 @@ absl::Status SimDevice::LaunchGraph(GraphId graph) {
   std::set<int> forked;
   for (StreamId sid : side) {
     const int rank = streams_[sid.value()].rank;
-    absl::StatusOr<EventId> fork = LaunchEvent(fork_events_, rank, rank);
-    if (!fork.ok()) return fork.status();
+    DMALAB_ASSIGN_OR_RETURN(EventId fork, LaunchEvent(fork_events_, rank, rank));
     if (forked.insert(rank).second) {
-      if (absl::Status s = RecordEvent(*fork, compute_streams_[rank]); !s.ok()) return s;
+      DMALAB_RETURN_IF_ERROR(RecordEvent(fork, compute_streams_[rank]));
     }
-    if (absl::Status s = WaitEvent(sid, *fork); !s.ok()) return s;
+    DMALAB_RETURN_IF_ERROR(WaitEvent(sid, fork));
   }
   const std::string prefix = absl::StrFormat("graph %d:", graph);
   for (const CapturedOp& c : g.ops) {
@@ -1461,17 +1451,13 @@ absl::Status SimDevice::LaunchGraph(GraphId graph) {
       context_ = launch_context;
       if (!resolved.ok()) return resolved;
     }
-    if (absl::Status s = Enqueue(c.stream, std::move(op), absl::StrCat(prefix, " ", c.label));
-        !s.ok()) {
-      return s;
-    }
+    DMALAB_RETURN_IF_ERROR(Enqueue(c.stream, std::move(op), absl::StrCat(prefix, " ", c.label)));
   }
   for (StreamId sid : side) {
     const int rank = streams_[sid.value()].rank;
-    absl::StatusOr<EventId> join = LaunchEvent(join_events_, sid.value(), rank);
-    if (!join.ok()) return join.status();
-    if (absl::Status s = RecordEvent(*join, sid); !s.ok()) return s;
-    if (absl::Status s = WaitEvent(compute_streams_[rank], *join); !s.ok()) return s;
+    DMALAB_ASSIGN_OR_RETURN(EventId join, LaunchEvent(join_events_, sid.value(), rank));
+    DMALAB_RETURN_IF_ERROR(RecordEvent(join, sid));
+    DMALAB_RETURN_IF_ERROR(WaitEvent(compute_streams_[rank], join));
   }
   return absl::OkStatus();
 }

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "absl/strings/str_format.h"
+#include "common/core/status_macros.h"
 #include "dmalab/device.h"
 
 namespace dmalab {
@@ -206,7 +207,7 @@ absl::Status SimMemory::CheckRange(uint64_t addr, uint64_t bytes) const {
 }
 
 absl::StatusOr<SimMemory::Segment*> SimMemory::PayloadSegment(uint64_t addr, uint64_t bytes) {
-  if (absl::Status s = CheckRange(addr, bytes); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(CheckRange(addr, bytes));
   if (!with_payload_) {
     return absl::FailedPreconditionError(
         absl::StrFormat("rank %d: the shadow fidelity holds no payload", rank_));
@@ -253,12 +254,11 @@ void SimMemory::FillFresh(Segment& seg, uint64_t lo, uint64_t hi) {
 }
 
 absl::StatusOr<uint8_t*> SimMemory::Bytes(uint64_t addr, uint64_t bytes) {
-  absl::StatusOr<Segment*> seg = PayloadSegment(addr, bytes);
-  if (!seg.ok()) return seg.status();
+  DMALAB_ASSIGN_OR_RETURN(auto* seg, PayloadSegment(addr, bytes));
   const uint64_t start = std::prev(segments_.upper_bound(addr))->first;
-  FillFresh(**seg, addr - start, addr - start + bytes);
-  Materialize(**seg, addr - start, addr - start + bytes);
-  return (*seg)->data.data() + (addr - start);
+  FillFresh(*seg, addr - start, addr - start + bytes);
+  Materialize(*seg, addr - start, addr - start + bytes);
+  return seg->data.data() + (addr - start);
 }
 
 void SimMemory::ClaimForOverwrite(Segment& seg, uint64_t lo, uint64_t hi, bool populate) {
@@ -275,13 +275,12 @@ void SimMemory::ClaimForOverwrite(Segment& seg, uint64_t lo, uint64_t hi, bool p
 }
 
 absl::StatusOr<uint8_t*> SimMemory::BytesToOverwrite(uint64_t addr, uint64_t bytes) {
-  absl::StatusOr<Segment*> seg = PayloadSegment(addr, bytes);
-  if (!seg.ok()) return seg.status();
+  DMALAB_ASSIGN_OR_RETURN(auto* seg, PayloadSegment(addr, bytes));
   const uint64_t start = std::prev(segments_.upper_bound(addr))->first;
   const uint64_t lo = addr - start, hi = lo + bytes;
-  ClaimForOverwrite(**seg, lo, hi, /*populate=*/true);
-  DropLazy(**seg, lo, hi);
-  return (*seg)->data.data() + lo;
+  ClaimForOverwrite(*seg, lo, hi, /*populate=*/true);
+  DropLazy(*seg, lo, hi);
+  return seg->data.data() + lo;
 }
 
 void SimMemory::DropLazy(Segment& seg, uint64_t lo, uint64_t hi) {
@@ -318,22 +317,20 @@ void SimMemory::Materialize(Segment& seg, uint64_t lo, uint64_t hi) {
 absl::Status SimMemory::WriteLazy(uint64_t addr, uint64_t bytes,
                                   std::shared_ptr<const GeneratedContent> content,
                                   uint64_t offset) {
-  absl::StatusOr<Segment*> seg = PayloadSegment(addr, bytes);
-  if (!seg.ok()) return seg.status();
+  DMALAB_ASSIGN_OR_RETURN(auto* seg, PayloadSegment(addr, bytes));
   const uint64_t start = std::prev(segments_.upper_bound(addr))->first;
   const uint64_t lo = addr - start, hi = lo + bytes;
   if (lo == hi) return absl::OkStatus();
-  ClaimForOverwrite(**seg, lo, hi, /*populate=*/false);
-  DropLazy(**seg, lo, hi);
-  (*seg)->lazy.emplace(lo, Segment::Lazy{hi, std::move(content), offset});
+  ClaimForOverwrite(*seg, lo, hi, /*populate=*/false);
+  DropLazy(*seg, lo, hi);
+  seg->lazy.emplace(lo, Segment::Lazy{hi, std::move(content), offset});
   return absl::OkStatus();
 }
 
 absl::Status SimMemory::CopyOut(uint64_t addr, uint64_t bytes, uint8_t* out) {
-  absl::StatusOr<Segment*> seg = PayloadSegment(addr, bytes);
-  if (!seg.ok()) return seg.status();
+  DMALAB_ASSIGN_OR_RETURN(auto* seg, PayloadSegment(addr, bytes));
   const uint64_t start = std::prev(segments_.upper_bound(addr))->first;
-  Segment& sg = **seg;
+  Segment& sg = *seg;
   const uint64_t lo = addr - start, hi = lo + bytes;
   // Written (or fresh) bytes from memory, lazy ones generated.
   const auto plain = [&](uint64_t from, uint64_t to) {

@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "tools/exit_status.h"
+
 namespace dmalab {
 namespace {
 
@@ -55,11 +57,11 @@ void CheckStdout() {
 int FinishStdout(const std::string& command, int rc) {
   const bool written = std::fflush(stdout) == 0 && !std::ferror(stdout) && first_error == 0;
   if (written) return rc;
-  if (rc != 2) {
+  if (rc != cli::kExitUsage) {
     std::fprintf(stderr, "%s: cannot write to stdout: %s\n", command.c_str(),
                  first_error != 0 ? std::strerror(first_error) : "a write failed");
   }
-  return 2;
+  return cli::kExitUsage;
 }
 
 }  // namespace dmalab

@@ -14,8 +14,8 @@ namespace dmalab {
 void CheckStdout();
 
 // Flushes stdout. Returns `rc` when everything printed was written; else prints
-// "<command>: cannot write to stdout: <reason>" on stderr (unless `rc` is already 2, whose
-// message came first) and returns 2.
+// "<command>: cannot write to stdout: <reason>" on stderr (unless `rc` is already 2, bad input
+// whose message came first) and returns 2 (cli::kExitUsage, tools/exit_status.h).
 int FinishStdout(const std::string& command, int rc);
 
 }  // namespace dmalab

@@ -20,13 +20,9 @@
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "tools/exit_status.h"  // kExitUsage: every parse error
 
 namespace dmalab::cli {
-
-// The exit-status contract of every command.
-inline constexpr int kExitPass = 0;    // ran, every check passed, every expectation met
-inline constexpr int kExitFailed = 1;  // a check failed or an expectation was not met
-inline constexpr int kExitUsage = 2;   // bad input or usage, flag errors included
 
 // One command's flags: its CLI11 app and the names of its switches (flags without a value).
 class FlagSet {

@@ -6,7 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "common/plugin/open_collective.h"
-#include "tools/cli_flags.h"
+#include "tools/exit_status.h"
 
 namespace dmalab {
 
@@ -39,8 +39,9 @@ absl::Status CheckCollectiveOptions(const RunFlags& run, std::string_view where)
   return absl::OkStatus();
 }
 
-int FailUsage(std::string_view command, const absl::Status& s) {
-  absl::string_view message = s.message();
+int ExitStatus(std::string_view command, const absl::StatusOr<int>& run) {
+  if (run.ok()) return *run;
+  absl::string_view message = run.status().message();
   absl::ConsumePrefix(&message, absl::StrCat(std::string(command), ": "));
   std::fprintf(stderr, "dmalab %s: %s\n", std::string(command).c_str(),
                std::string(message).c_str());

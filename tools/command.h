@@ -7,6 +7,8 @@
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "tools/exit_status.h"
 #include "tools/output_file.h"  // WriteTextFile: every command's report files
 
 namespace dmalab {
@@ -33,10 +35,13 @@ absl::Status CheckCollectiveOptions(const RunFlags& run, std::string_view where 
 // are returned as they are.
 std::string CollectiveAsWritten(const std::string& name);
 
-// Bad input or usage: prints "dmalab COMMAND: REASON" on stderr and returns kExitUsage. A reason
-// that already begins with "COMMAND: " (the libraries name themselves, for callers that print
-// their errors bare) is not prefixed twice.
-int FailUsage(std::string_view command, const absl::Status& s);
+// How every command ends: `run` is what the command returned, its exit status (cli::kExitPass or
+// cli::kExitFailed; the launcher's for --procs), or an error, which is bad input or usage:
+// "dmalab COMMAND: REASON" on stderr and cli::kExitUsage. A reason that already begins with
+// "COMMAND: " (the libraries name themselves, for callers that print their errors bare) is not
+// prefixed twice. A command's body returns its errors early through the status macros
+// (common/core/status_macros.h), and this is the one place that turns them into the exit status.
+int ExitStatus(std::string_view command, const absl::StatusOr<int>& run);
 
 }  // namespace dmalab
 

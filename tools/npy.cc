@@ -1,7 +1,7 @@
 #include "tools/npy.h"
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/core/status_macros.h"
 #include "tools/output_file.h"
 
 namespace dmalab {
@@ -39,10 +39,7 @@ absl::Status WriteNpy(const std::string& path, DType dtype, const std::vector<in
   // folder included) is replaced, never written through.
   const std::string_view parts[] = {
       header, std::string_view(reinterpret_cast<const char*>(values.data()), n * sizeof(float))};
-  if (absl::Status s = WriteOutputFile(path, parts, OutputLinks::kReplace); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat("dump: ", s.message()));
-  }
-  return absl::OkStatus();
+  return Prefixed("dump: ", WriteOutputFile(path, parts, OutputLinks::kReplace));
 }
 
 std::string DumpFileName(std::string_view tensor) {

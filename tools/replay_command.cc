@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/core/json_writer.h"
+#include "common/core/status_macros.h"
 #include "common/core/version.h"
 #include "common/plugin/open_collective.h"
 #include "common/scenario/integer_sums.h"
@@ -31,16 +32,12 @@
 #include "runner/seed_split.h"
 #include "runner/sim_replay.h"
 #include "sim/sim_device.h"
+#include "tools/exit_status.h"
 #include "tools/npy.h"
 #include "tools/progress.h"
 
 namespace dmalab {
 namespace {
-
-int BadInput(const std::string& message) {
-  std::fprintf(stderr, "dmalab replay: %s\n", message.c_str());
-  return 2;
-}
 
 // The device of run `run` (1-based) of --seeds: scheduling seed `run` on the simulator; on GPUs
 // perturbation seed perturb + run - 1, or none without --perturb. One run: the command's seeds.
@@ -61,20 +58,19 @@ absl::StatusOr<ReplayReport> ReplayOnce(const Scenario& scenario, const FaultSet
                                         const ReplayCommand& c, Fidelity fidelity, int run,
                                         uint64_t scheduling_seed, const MemoryLimit& limit) {
   const auto replay = [&](const ReplayObserver& observer) -> absl::StatusOr<ReplayReport> {
-    absl::StatusOr<RunDevice> device =
-        RunDevice::Make(ChoiceOf(c, fidelity, run), scenario.world, scheduling_seed);
-    if (!device.ok()) return device.status();
+    DMALAB_ASSIGN_OR_RETURN(RunDevice device, RunDevice::Make(ChoiceOf(c, fidelity, run),
+                                                              scenario.world, scheduling_seed));
     ReplayOptions options;
     options.collective = c.run.collective;
     options.collective_options = c.run.collective_options;
     options.faults = faults;
     options.pieces = c.pieces;
     options.observer = observer;
-    if (device->sim() != nullptr) {
+    if (device.sim() != nullptr) {
       options.max_memory_bytes = limit.bytes;
       options.max_memory_source = limit.source;
     }
-    return device->Replay(scenario, options);
+    return device.Replay(scenario, options);
   };
   if (!IsPluginPath(c.run.collective) || InRankProcess()) return replay(nullptr);
   return ReplayInWorker(replay, scenario, c.hang_seconds);
@@ -90,13 +86,10 @@ absl::Status Dump(Device& device, const std::string& dir, const std::string& nam
                   const std::vector<TensorView>& views) {
   for (size_t r = 0; r < views.size(); ++r) {
     std::vector<uint8_t> bytes(views[r].bytes());
-    if (absl::Status s = device.Read(views[r].mem.Slice(0, bytes.size()), absl::MakeSpan(bytes));
-        !s.ok()) {
-      return s;
-    }
+    DMALAB_RETURN_IF_ERROR(device.Read(views[r].mem.Slice(0, bytes.size()), absl::MakeSpan(bytes)));
     if (!IsLeadProcess()) continue;  // every rank process reads (in lockstep); rank 0 writes
     const std::string path = absl::StrFormat("%s/%s.rank%d.npy", dir, DumpFileName(name), r);
-    if (absl::Status s = WriteNpy(path, views[r].dtype, views[r].shape, bytes); !s.ok()) return s;
+    DMALAB_RETURN_IF_ERROR(WriteNpy(path, views[r].dtype, views[r].shape, bytes));
   }
   return absl::OkStatus();
 }
@@ -187,8 +180,8 @@ SeedOutcome ParseOutcome(const std::string& text) {
 // line per failing one, then a summary. Exit 1 if any failed. Simulator runs go --jobs at a
 // time; their reports are taken in seed order, so the output is the same. Under mpirun the runs
 // are split over the ranks and rank 0 takes them all in seed order (runner/seed_split.h).
-int RunSeedSweep(const Scenario& scenario, const FaultSet& faults, const ReplayCommand& c,
-                 Fidelity fidelity) {
+absl::StatusOr<int> RunSeedSweep(const Scenario& scenario, const FaultSet& faults,
+                                 const ReplayCommand& c, Fidelity fidelity) {
   const auto start = std::chrono::steady_clock::now();
   const bool sim = c.backend == "sim";
   std::vector<uint64_t> failing;
@@ -239,19 +232,18 @@ int RunSeedSweep(const Scenario& scenario, const FaultSet& faults, const ReplayC
     return Consumed::kContinue;
   };
   if (CurrentSeedSplit().size > 1) {
-    absl::Status split = RunSplit(
-        c.seeds, jobs, [&](int64_t i) { return Serialize(run_one(i)); },
-        [&](int64_t i, const std::string& text) {
-          return take(i, ParseOutcome(text)) == Consumed::kContinue;
-        });
-    if (!split.ok()) return BadInput(std::string(split.message()));
-    if (CurrentSeedSplit().rank != 0) return 0;  // rank 0 decides (runner/seed_split.h)
+    const auto run_serialized = [&](int64_t i) { return Serialize(run_one(i)); };
+    const auto take_serialized = [&](int64_t i, const std::string& text) {
+      return take(i, ParseOutcome(text)) == Consumed::kContinue;
+    };
+    DMALAB_RETURN_IF_ERROR(RunSplit(c.seeds, jobs, run_serialized, take_serialized));
+    if (CurrentSeedSplit().rank != 0) return cli::kExitPass;  // rank 0 decides (seed_split.h)
   } else {
     RunOrdered<SeedOutcome>(
         c.seeds, jobs, [](int64_t) { return 0; }, run_one,
         [&](int64_t i, SeedOutcome& r) { return take(i, r); });
   }
-  if (!error.ok()) return BadInput(std::string(error.message()));
+  DMALAB_RETURN_IF_ERROR(error);
   progress.Clear();
   json.EndArray();
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -276,18 +268,16 @@ int RunSeedSweep(const Scenario& scenario, const FaultSet& faults, const ReplayC
               faults.ToString().c_str(), c.fidelity.c_str(), s, failing.empty() ? "PASS" : "FAIL");
   json.Key("status").String(failing.empty() ? "PASS" : "FAIL").EndObject();
   if (!c.run.json.empty() && IsLeadProcess()) {
-    if (absl::Status st = WriteTextFile(c.run.json, json.str() + "\n"); !st.ok()) {
-      return BadInput(absl::StrFormat("--json: %s", st.message()));
-    }
+    DMALAB_RETURN_IF_ERROR(Prefixed("--json: ", WriteTextFile(c.run.json, json.str() + "\n")));
   }
-  return failing.empty() ? 0 : 1;
+  return failing.empty() ? cli::kExitPass : cli::kExitFailed;
 }
 
 // --check-determinism: the same seed twice must give the same report, byte for byte. With
 // --jobs of 2 or more the two replays run at once, on two threads. A crash or hang of the
 // collective fails the run in this mode too (the reports may well agree).
-int CheckDeterminism(const Scenario& scenario, const FaultSet& faults, uint64_t seed,
-                     const ReplayCommand& c, Fidelity fidelity) {
+absl::StatusOr<int> CheckDeterminism(const Scenario& scenario, const FaultSet& faults,
+                                     uint64_t seed, const ReplayCommand& c, Fidelity fidelity) {
   std::string text[2];
   std::optional<ReplayFinding> broke;
   MemoryLimit limit;
@@ -313,92 +303,87 @@ int CheckDeterminism(const Scenario& scenario, const FaultSet& faults, uint64_t 
         }
         return Consumed::kContinue;
       });
-  if (!error.ok()) return BadInput(std::string(error.message()));
+  DMALAB_RETURN_IF_ERROR(error);
   if (text[0] == text[1]) {
     std::printf("determinism: seed %llu, inject %s: two runs gave identical reports (%zu bytes)\n",
                 static_cast<unsigned long long>(seed), faults.ToString().c_str(), text[0].size());
-    if (!broke.has_value()) return 0;
+    if (!broke.has_value()) return cli::kExitPass;
   }
   if (broke.has_value()) {
     std::printf("determinism: the collective failed: %s: %s\n", broke->checker.c_str(),
                 broke->detail.c_str());
-    if (text[0] == text[1]) return 1;
+    if (text[0] == text[1]) return cli::kExitFailed;
   }
   size_t at = 0;
   while (at < text[0].size() && at < text[1].size() && text[0][at] == text[1][at]) ++at;
   std::printf("determinism: seed %llu: reports differ from byte %zu:\n  run 1: %s\n  run 2: %s\n",
               static_cast<unsigned long long>(seed), at, text[0].substr(at, 120).c_str(),
               text[1].substr(at, 120).c_str());
-  return 1;
+  return cli::kExitFailed;
 }
 
-}  // namespace
-
-int RunReplayCommand(const ReplayCommand& c) {
-  if (c.file.empty())
-    return BadInput("usage: dmalab replay FILE [flags]; see dmalab replay --help");
-  if (absl::Status s = CheckCollective(c.run.collective); !s.ok()) {
-    return BadInput(absl::StrFormat("--collective: %s", s.message()));
+absl::StatusOr<int> Execute(const ReplayCommand& c) {
+  if (c.file.empty()) {
+    return absl::InvalidArgumentError(
+        "usage: dmalab replay FILE [flags]; see dmalab replay --help");
   }
-  absl::StatusOr<Scenario> scenario = LoadScenarioFile(c.file);
-  if (!scenario.ok()) return BadInput(std::string(scenario.status().message()));
+  DMALAB_RETURN_IF_ERROR(Prefixed("--collective: ", CheckCollective(c.run.collective)));
+  DMALAB_ASSIGN_OR_RETURN(const Scenario scenario, LoadScenarioFile(c.file));
   if (IsLeadProcess()) {
-    for (const std::string& w : IntegerSumWarnings(*scenario)) {
+    for (const std::string& w : IntegerSumWarnings(scenario)) {
       std::fprintf(stderr, "dmalab replay: warning: %s\n", w.c_str());
     }
   }
-  absl::StatusOr<FaultSet> faults = FaultSet::Parse(c.inject);
-  if (!faults.ok()) return BadInput(std::string(faults.status().message()));
-  const uint64_t seed = c.seed.value_or(scenario->seed);
-  if (c.seeds < 0) return BadInput(absl::StrFormat("--seeds is %d; must be >= 0", c.seeds));
-  if (c.check_determinism && c.backend != "sim") {
-    return BadInput("--check-determinism needs --backend=sim");
+  DMALAB_ASSIGN_OR_RETURN(const FaultSet faults, FaultSet::Parse(c.inject));
+  const uint64_t seed = c.seed.value_or(scenario.seed);
+  if (c.seeds < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat("--seeds is %d; must be >= 0", c.seeds));
   }
-  absl::StatusOr<Fidelity> fidelity = ParseFidelity(c.fidelity);
-  if (!fidelity.ok()) return BadInput(absl::StrFormat("--%s", fidelity.status().message()));
-  if (*fidelity == Fidelity::kShadow && c.backend != "sim") {
-    return BadInput(absl::StrFormat(
+  if (c.check_determinism && c.backend != "sim") {
+    return absl::InvalidArgumentError("--check-determinism needs --backend=sim");
+  }
+  absl::StatusOr<Fidelity> parsed_fidelity = ParseFidelity(c.fidelity);
+  if (!parsed_fidelity.ok()) return Prefixed("--", parsed_fidelity.status());
+  const Fidelity fidelity = *parsed_fidelity;
+  if (fidelity == Fidelity::kShadow && c.backend != "sim") {
+    return absl::InvalidArgumentError(absl::StrFormat(
         "--fidelity=shadow needs --backend=sim; --backend is '%s', which holds values", c.backend));
   }
-  if (*fidelity == Fidelity::kShadow && !c.dump_dir.empty()) {
-    return BadInput("--dump needs values; the shadow fidelity keeps none (drop --fidelity=shadow)");
+  if (fidelity == Fidelity::kShadow && !c.dump_dir.empty()) {
+    return absl::InvalidArgumentError(
+        "--dump needs values; the shadow fidelity keeps none (drop --fidelity=shadow)");
   }
-  if (absl::Status s =
-          CheckCollectiveOptions(c.run, c.check_determinism ? "replay --check-determinism"
-                                        : c.seeds > 0       ? "replay --seeds"
-                                                            : "");
-      !s.ok()) {
-    return BadInput(std::string(s.message()));
-  }
+  DMALAB_RETURN_IF_ERROR(CheckCollectiveOptions(c.run, c.check_determinism
+                                                           ? "replay --check-determinism"
+                                                       : c.seeds > 0 ? "replay --seeds"
+                                                                     : ""));
   if (CurrentSeedSplit().size > 1 && (c.seeds == 0 || c.procs > 0)) {
-    return BadInput(absl::StrFormat(
+    return absl::InvalidArgumentError(absl::StrFormat(
         "launched as one of %d MPI processes: replay splits --seeds=N over them (one process per "
         "rank of a run is --procs, not mpirun)",
         CurrentSeedSplit().size));
   }
-  if (c.check_determinism) return CheckDeterminism(*scenario, *faults, seed, c, *fidelity);
-  if (absl::Status s = CheckDeviceChoice(ChoiceOf(c, *fidelity, 0)); !s.ok()) {
-    return BadInput(std::string(s.message()));
-  }
+  if (c.check_determinism) return CheckDeterminism(scenario, faults, seed, c, fidelity);
+  DMALAB_RETURN_IF_ERROR(CheckDeviceChoice(ChoiceOf(c, fidelity, 0)));
   if (c.procs > 0) {
-    if (c.procs != scenario->world) {
-      return BadInput(absl::StrFormat(
+    if (c.procs != scenario.world) {
+      return absl::InvalidArgumentError(absl::StrFormat(
           "--procs is %d, but scenario '%s' has world %d; --procs starts one process per rank",
-          c.procs, scenario->name, scenario->world));
+          c.procs, scenario.name, scenario.world));
     }
     if (!InRankProcess()) {
-      if (absl::Status s = CheckProcsCollective(c.run.collective); !s.ok()) {
-        return BadInput(std::string(s.message()));
-      }
+      DMALAB_RETURN_IF_ERROR(CheckProcsCollective(c.run.collective));
       return LaunchRankProcesses("replay", c.procs);
     }
   }
-  if (c.seeds > 0) return RunSeedSweep(*scenario, *faults, c, *fidelity);
+  if (c.seeds > 0) return RunSeedSweep(scenario, faults, c, fidelity);
   if (!c.dump_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(c.dump_dir, ec);
-    if (ec)
-      return BadInput(absl::StrFormat("--dump: cannot create '%s': %s", c.dump_dir, ec.message()));
+    if (ec) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("--dump: cannot create '%s': %s", c.dump_dir, ec.message()));
+    }
   }
   // The simulator holds every rank's memory in this process: refuse a run that cannot fit
   // rather than die in the allocator.
@@ -406,16 +391,15 @@ int RunReplayCommand(const ReplayCommand& c) {
   // The whole run, device included (a GPU's context does not survive a fork): in this process
   // for the ring, in a worker for a plugin (runner/isolated_replay.h).
   const auto replay = [&](const ReplayObserver& observer) -> absl::StatusOr<ReplayReport> {
-    absl::StatusOr<RunDevice> device =
-        RunDevice::Make(ChoiceOf(c, *fidelity, 0), scenario->world, seed);
-    if (!device.ok()) return device.status();
+    DMALAB_ASSIGN_OR_RETURN(RunDevice device,
+                            RunDevice::Make(ChoiceOf(c, fidelity, 0), scenario.world, seed));
     ReplayOptions options;
     options.collective = c.run.collective;
     options.collective_options = c.run.collective_options;
-    options.faults = *faults;
+    options.faults = faults;
     options.pieces = c.pieces;
     options.observer = observer;
-    if (device->sim() != nullptr) {
+    if (device.sim() != nullptr) {
       options.max_memory_bytes = limit.bytes;
       options.max_memory_source = limit.source;
     }
@@ -424,36 +408,36 @@ int RunReplayCommand(const ReplayCommand& c) {
       progress.Update(done, total);
       if (c.progress) c.progress(done, total);
     };
-    Device& dev = *device->get();
+    Device& dev = *device.get();
     if (!c.dump_dir.empty()) {
       options.inspect_at_end = [&dev, &c](const std::string& name,
                                           const std::vector<TensorView>& views) {
         return Dump(dev, c.dump_dir, name, views);
       };
     }
-    absl::StatusOr<ReplayReport> report = device->Replay(*scenario, options);
+    absl::StatusOr<ReplayReport> report = device.Replay(scenario, options);
     progress.Clear();
     return report;
   };
   // A rank process runs its plugin instance itself: it is the process of one rank already, and
   // its connection to the others is its own.
-  absl::StatusOr<ReplayReport> report = IsPluginPath(c.run.collective) && !InRankProcess()
-                                            ? ReplayInWorker(replay, *scenario, c.hang_seconds)
-                                            : replay(nullptr);
-  if (!report.ok()) return BadInput(std::string(report.status().message()));
+  DMALAB_ASSIGN_OR_RETURN(const ReplayReport report,
+                          IsPluginPath(c.run.collective) && !InRankProcess()
+                              ? ReplayInWorker(replay, scenario, c.hang_seconds)
+                              : replay(nullptr));
 
-  std::fputs(FormatReportText(*report).c_str(), stdout);
+  std::fputs(FormatReportText(report).c_str(), stdout);
   bool expectation_met = true;
   std::vector<std::string> diffs;
-  const Expectation* expect = FindExpectation(*scenario, *faults);
+  const Expectation* expect = FindExpectation(scenario, faults);
   if (expect != nullptr) {
-    diffs = CompareWithExpectation(*expect, *report);
+    diffs = CompareWithExpectation(*expect, report);
     expectation_met = diffs.empty();
-    std::printf("%s\n", ExpectationLine(*expect, *report, diffs).c_str());
+    std::printf("%s\n", ExpectationLine(*expect, report, diffs).c_str());
     for (const std::string& d : diffs) std::printf("  %s\n", d.c_str());
   }
   if (!c.run.json.empty()) {
-    std::string json = FormatReportJson(*report);
+    std::string json = FormatReportJson(report);
     // The expectation, as one more member of the report object.
     JsonWriter e;
     e.BeginObject();
@@ -466,13 +450,15 @@ int RunReplayCommand(const ReplayCommand& c) {
     }
     e.EndObject();
     json.insert(json.size() - 1, ",\"expectation\":" + e.str());
-    if (absl::Status s =
-            IsLeadProcess() ? WriteTextFile(c.run.json, json + "\n") : absl::OkStatus();
-        !s.ok()) {
-      return BadInput(absl::StrFormat("--json: %s", s.message()));
+    if (IsLeadProcess()) {
+      DMALAB_RETURN_IF_ERROR(Prefixed("--json: ", WriteTextFile(c.run.json, json + "\n")));
     }
   }
-  return report->pass() && expectation_met ? 0 : 1;
+  return report.pass() && expectation_met ? cli::kExitPass : cli::kExitFailed;
 }
+
+}  // namespace
+
+int RunReplayCommand(const ReplayCommand& c) { return ExitStatus("replay", Execute(c)); }
 
 }  // namespace dmalab

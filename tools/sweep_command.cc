@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/core/byte_size.h"
+#include "common/core/status_macros.h"
 #include "common/plugin/open_collective.h"
 #include "common/ring/ring_planner.h"
 #include "dmalab/hw.h"
@@ -22,6 +23,7 @@
 #include "sim/sim_device.h"
 #include "sim/topology.h"
 #include "tools/command.h"
+#include "tools/exit_status.h"
 #include "tools/progress.h"
 
 namespace dmalab {
@@ -29,10 +31,8 @@ namespace {
 
 absl::StatusOr<SweepOptions> ParseOptions(const SweepCommand& c) {
   SweepOptions o;
-  absl::StatusOr<DType> dtype = ParseDType(c.dtype);
-  if (!dtype.ok()) return dtype.status();
-  absl::StatusOr<WireMode> wire = ParseWireMode(c.wire);
-  if (!wire.ok()) return wire.status();
+  DMALAB_ASSIGN_OR_RETURN(o.dtype, ParseDType(c.dtype));
+  DMALAB_ASSIGN_OR_RETURN(o.wire, ParseWireMode(c.wire));
   if (c.n < 1 || c.w < 0 || (c.c != 0 && c.c != 1) || c.graph < 0) {
     return absl::InvalidArgumentError(
         absl::StrFormat("-n is %d, -w %d, -c %d, -G %d; need n >= 1, w >= 0, c in {0, 1}, G >= 0",
@@ -49,8 +49,6 @@ absl::StatusOr<SweepOptions> ParseOptions(const SweepCommand& c) {
   o.warmup = c.w;
   o.check = c.c == 1;
   o.graph = c.graph > 0;
-  o.dtype = *dtype;
-  o.wire = *wire;
   o.pieces = c.pieces;
   o.collective = c.run.collective;
   return o;
@@ -83,55 +81,39 @@ absl::Status DescribeDevices(const SweepCommand& c, const Topology& topology,
       d.info = absl::StrFormat("SimDevice, topology %s GPU %d", topology.name, d.device);
     } else {
       d.device = r * c.gpus / c.ranks;  // CudaDevice's rank placement
-      absl::StatusOr<GpuProperties> gpu = HwGpuProperties(d.device);
-      if (!gpu.ok()) return gpu.status();
-      d.bus_id = absl::StrFormat("%04x:%02x:%02x", gpu->pci_domain, gpu->pci_bus, gpu->pci_device);
-      d.info = gpu->name;
+      DMALAB_ASSIGN_OR_RETURN(GpuProperties gpu, HwGpuProperties(d.device));
+      d.bus_id = absl::StrFormat("%04x:%02x:%02x", gpu.pci_domain, gpu.pci_bus, gpu.pci_device);
+      d.info = gpu.name;
     }
     context.devices.push_back(d);
   }
   return absl::OkStatus();
 }
 
-}  // namespace
-
-int RunSweepCommand(const SweepCommand& c, const SweepNcclJsonOption& nccl) {
-  if (absl::Status s = CheckCollectiveOptions(c.run, "sweep"); !s.ok())
-    return FailUsage("sweep", s);
-  if (absl::Status s = CheckCollective(c.run.collective); !s.ok()) {
-    return FailUsage("sweep",
-                     absl::InvalidArgumentError(absl::StrCat("--collective: ", s.message())));
-  }
-  absl::StatusOr<SweepOptions> options = ParseOptions(c);
-  if (!options.ok()) return FailUsage("sweep", options.status());
+absl::StatusOr<int> Execute(const SweepCommand& c, const SweepNcclJsonOption& nccl) {
+  DMALAB_RETURN_IF_ERROR(CheckCollectiveOptions(c.run, "sweep"));
+  DMALAB_RETURN_IF_ERROR(Prefixed("--collective: ", CheckCollective(c.run.collective)));
+  DMALAB_ASSIGN_OR_RETURN(SweepOptions options, ParseOptions(c));
   if (c.ranks < kMinWorld || c.ranks > kMaxWorld) {
-    return FailUsage(
-        "sweep", absl::InvalidArgumentError(absl::StrFormat("--ranks is %d; must be in [%d, %d]",
-                                                            c.ranks, kMinWorld, kMaxWorld)));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--ranks is %d; must be in [%d, %d]", c.ranks, kMinWorld, kMaxWorld));
   }
   if (c.procs > 0) {
     if (c.backend != "hw") {
-      return FailUsage(
-          "sweep",
-          absl::InvalidArgumentError(absl::StrFormat(
-              "--procs=%d needs --backend=hw: it runs one process per GPU rank", c.procs)));
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--procs=%d needs --backend=hw: it runs one process per GPU rank", c.procs));
     }
     if (c.procs != c.ranks) {
-      return FailUsage(
-          "sweep", absl::InvalidArgumentError(absl::StrFormat(
-                       "--procs is %d and --ranks %d; --procs starts one process per rank", c.procs,
-                       c.ranks)));
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--procs is %d and --ranks %d; --procs starts one process per rank", c.procs, c.ranks));
     }
     if (c.graph != 0) {
-      return FailUsage(
-          "sweep",
-          absl::InvalidArgumentError(
-              "--procs with -G 1: graphs are captured in one process; each rank process captures "
-              "only its own work (drop -G or --procs)"));
+      return absl::InvalidArgumentError(
+          "--procs with -G 1: graphs are captured in one process; each rank process captures "
+          "only its own work (drop -G or --procs)");
     }
     if (!InRankProcess()) {
-      if (absl::Status s = CheckProcsCollective(c.run.collective); !s.ok())
-        return FailUsage("sweep", s);
+      DMALAB_RETURN_IF_ERROR(CheckProcsCollective(c.run.collective));
       return LaunchRankProcesses("sweep", c.procs);
     }
   }
@@ -139,46 +121,37 @@ int RunSweepCommand(const SweepCommand& c, const SweepNcclJsonOption& nccl) {
   context.backend = c.backend;
   context.ranks = c.ranks;
   if (c.backend == "sim") context.seed = c.seed;
-  context.options = *options;
+  context.options = options;
   Topology topology;  // declared first: outlives the SimDevice that times on it
   std::unique_ptr<Device> device;
   std::unique_ptr<RankProcessDevice> rank_process;  // --procs: `device` is not owned here
   DeviceClock clock;
   SimDevice* sim = nullptr;
-  absl::StatusOr<Fidelity> fidelity = ParseFidelity(c.fidelity);
-  if (!fidelity.ok()) return FailUsage("sweep", fidelity.status());
-  if (*fidelity == Fidelity::kShadow && c.backend != "sim") {
-    return FailUsage(
-        "sweep", absl::InvalidArgumentError(absl::StrFormat(
-                     "--fidelity=shadow needs --backend=sim; --backend is '%s', which holds values",
-                     c.backend)));
+  DMALAB_ASSIGN_OR_RETURN(const Fidelity fidelity, ParseFidelity(c.fidelity));
+  if (fidelity == Fidelity::kShadow && c.backend != "sim") {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--fidelity=shadow needs --backend=sim; --backend is '%s', which holds values", c.backend));
   }
   if (c.backend == "sim") {
     if (c.topology.empty()) {
-      return FailUsage("sweep",
-                       absl::InvalidArgumentError("--backend=sim needs --topology=FILE (e.g. "
-                                                  "scenarios/topologies/h200_virtual_ranks.yaml)"
-                                                  ": the timing model predicts the times"));
+      return absl::InvalidArgumentError(
+          "--backend=sim needs --topology=FILE (e.g. "
+          "scenarios/topologies/h200_virtual_ranks.yaml): the timing model predicts the times");
     }
     // The simulator holds every rank's buffers in this process: refuse a sweep that cannot fit
     // rather than die in the allocator (the shadow fidelity holds no payload).
-    if (*fidelity == Fidelity::kValues) {
-      absl::StatusOr<uint64_t> need = SweepMemoryBytes(*options, c.ranks);
-      if (!need.ok()) return FailUsage("sweep", need.status());
-      if (const MemoryLimit limit = AvailableMemory(); *need > limit.bytes) {
-        return FailUsage("sweep",
-                         absl::ResourceExhaustedError(absl::StrFormat(
-                             "the largest size (-e %s) needs about %s of memory, more than the %s; "
-                             "use a smaller "
-                             "-e, fewer --ranks, or --fidelity=shadow (times only, no payload)",
-                             DescribeByteSize(c.e), BytesText(*need), LimitText(limit))));
+    if (fidelity == Fidelity::kValues) {
+      DMALAB_ASSIGN_OR_RETURN(const uint64_t need, SweepMemoryBytes(options, c.ranks));
+      if (const MemoryLimit limit = AvailableMemory(); need > limit.bytes) {
+        return absl::ResourceExhaustedError(absl::StrFormat(
+            "the largest size (-e %s) needs about %s of memory, more than the %s; use a smaller "
+            "-e, fewer --ranks, or --fidelity=shadow (times only, no payload)",
+            DescribeByteSize(c.e), BytesText(need), LimitText(limit)));
       }
     }
-    absl::StatusOr<Topology> loaded = LoadTopologyFile(c.topology);
-    if (!loaded.ok()) return FailUsage("sweep", loaded.status());
-    topology = *std::move(loaded);
-    auto owned = std::make_unique<SimDevice>(c.ranks, c.seed, *fidelity);
-    if (absl::Status s = owned->SetTopology(&topology); !s.ok()) return FailUsage("sweep", s);
+    DMALAB_ASSIGN_OR_RETURN(topology, LoadTopologyFile(c.topology));
+    auto owned = std::make_unique<SimDevice>(c.ranks, c.seed, fidelity);
+    DMALAB_RETURN_IF_ERROR(owned->SetTopology(&topology));
     sim = owned.get();
     clock = [sim] { return sim->now_us(); };
     device = std::move(owned);
@@ -186,29 +159,25 @@ int RunSweepCommand(const SweepCommand& c, const SweepNcclJsonOption& nccl) {
   } else if (c.backend == "hw" && c.procs > 0) {
     RankProcessDevice::Options o;
     o.world = c.ranks;
-    absl::StatusOr<std::unique_ptr<RankProcessDevice>> rank = RankProcessDevice::Create(o);
-    if (!rank.ok()) return FailUsage("sweep", rank.status());
-    rank_process = *std::move(rank);
-    options->spmd_process = rank_process->process();
+    DMALAB_ASSIGN_OR_RETURN(rank_process, RankProcessDevice::Create(o));
+    options.spmd_process = rank_process->process();
     clock = WallClock();  // rank 0's, across the barrier of every Synchronize
   } else if (c.backend == "hw") {
-    absl::StatusOr<std::unique_ptr<Device>> hw = CreateHwDevice(c.ranks, c.gpus);
-    if (!hw.ok()) return FailUsage("sweep", hw.status());
-    device = *std::move(hw);
+    DMALAB_ASSIGN_OR_RETURN(device, CreateHwDevice(c.ranks, c.gpus));
     clock = WallClock();
   } else {
-    return FailUsage("sweep", absl::InvalidArgumentError(absl::StrFormat(
-                                  "--backend is '%s'; allowed sim, hw", c.backend)));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--backend is '%s'; allowed sim, hw", c.backend));
   }
   Device* dev = rank_process != nullptr ? rank_process->get() : device.get();
   context.device = dev->name();
   context.gpus = c.backend == "sim" ? topology.gpus : c.gpus;
   context.args = nccl.args;
   context.start_time = LocalTime();
-  if (absl::Status s = DescribeDevices(c, topology, context); !s.ok()) return FailUsage("sweep", s);
+  DMALAB_RETURN_IF_ERROR(DescribeDevices(c, topology, context));
 
   // Refusals before the table header, so that a refused sweep prints nothing on stdout.
-  if (absl::Status s = CheckSweepOptions(*options, *dev); !s.ok()) return FailUsage("sweep", s);
+  DMALAB_RETURN_IF_ERROR(CheckSweepOptions(options, *dev));
   std::fputs(SweepTableHeader(context).c_str(), stdout);
   std::fflush(stdout);
   Progress progress("sweep", "sizes", ProgressWanted(c.run.quiet));
@@ -221,27 +190,25 @@ int RunSweepCommand(const SweepCommand& c, const SweepNcclJsonOption& nccl) {
     std::fputs(SweepTableRow(row).c_str(), stdout);
     std::fflush(stdout);
   };
-  absl::StatusOr<std::vector<SweepRow>> rows = RunSweep(*dev, clock, *options, observer);
+  absl::StatusOr<std::vector<SweepRow>> rows = RunSweep(*dev, clock, options, observer);
   progress.Clear();
   if (!rows.ok() && IsCollectiveFailure(rows.status()) &&
-      !IsCollectiveCallBadInput(rows.status(), options->collective)) {
+      !IsCollectiveCallBadInput(rows.status(), options.collective)) {
     // The ring or a plugin breaking while it runs, or a plugin's call failing, is the collective
     // failing a check, not bad input; the ring rejecting the sweep's arguments is (as in
     // replay).
     std::printf("# %s\n# status=FAIL\n", std::string(rows.status().message()).c_str());
-    return 1;
+    return cli::kExitFailed;
   }
-  if (!rows.ok()) return FailUsage("sweep", rows.status());
+  if (!rows.ok()) return rows.status();
   // A time that is not a finite positive number has no bandwidth: never printed as inf or nan,
   // nor written into JSON (the topology's bounds keep the timing model's times finite).
   for (const SweepRow& r : *rows) {
     for (double us : {r.out_of_place.time_us, r.in_place.time_us, r.sol_us}) {
       if (!std::isfinite(us) || us <= 0) {
-        return FailUsage(
-            "sweep",
-            absl::InternalError(absl::StrFormat(
-                "the time measured at %s is %g us, not a finite positive number; no row is written",
-                DescribeByteSize(r.bytes), us)));
+        return absl::InternalError(absl::StrFormat(
+            "the time measured at %s is %g us, not a finite positive number; no row is written",
+            DescribeByteSize(r.bytes), us));
       }
     }
   }
@@ -271,12 +238,17 @@ int RunSweepCommand(const SweepCommand& c, const SweepNcclJsonOption& nccl) {
        {OutputFile{"--csv", c.csv, SweepCsv}, OutputFile{"--json", c.run.json, SweepJson},
         OutputFile{"-J", nccl.path, SweepNcclJson}}) {
     if (out.path.empty() || !IsLeadProcess()) continue;
-    if (absl::Status s = WriteTextFile(out.path, out.format(context, *rows)); !s.ok()) {
-      return FailUsage("sweep", absl::Status(s.code(), absl::StrCat(out.flag, ": ", s.message())));
-    }
+    DMALAB_RETURN_IF_ERROR(Prefixed(absl::StrCat(out.flag, ": "),
+                                    WriteTextFile(out.path, out.format(context, *rows))));
   }
   std::printf("# status=%s\n", failed ? "FAIL" : "PASS");
-  return failed ? 1 : 0;
+  return failed ? cli::kExitFailed : cli::kExitPass;
+}
+
+}  // namespace
+
+int RunSweepCommand(const SweepCommand& c, const SweepNcclJsonOption& nccl) {
+  return ExitStatus("sweep", Execute(c, nccl));
 }
 
 }  // namespace dmalab

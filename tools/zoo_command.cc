@@ -19,7 +19,7 @@
 #include "runner/run_device.h"
 #include "runner/seed_split.h"
 #include "sim/sim_device.h"
-#include "tools/cli_flags.h"
+#include "tools/exit_status.h"
 #include "tools/progress.h"
 #include "zoo/zoo.h"
 
@@ -82,10 +82,6 @@ absl::Status WriteSizeFamily(const std::string& dir) {
 
 namespace {
 
-absl::Status Prefixed(std::string_view prefix, const absl::Status& s) {
-  return absl::Status(s.code(), absl::StrCat(std::string(prefix), s.message()));
-}
-
 // The zoo's options from the flags, its size family written and its files found; an error is bad
 // input.
 absl::StatusOr<ZooOptions> OptionsOf(const ZooCommand& command) {
@@ -100,9 +96,7 @@ absl::StatusOr<ZooOptions> OptionsOf(const ZooCommand& command) {
   if (!fidelity.ok()) return Prefixed("--", fidelity.status());
   options.fidelity = *fidelity;
   DMALAB_RETURN_IF_ERROR(CheckCollectiveOptions(command.run, "zoo"));
-  if (absl::Status s = CheckCollective(command.run.collective); !s.ok()) {
-    return Prefixed("--collective: ", s);
-  }
+  DMALAB_RETURN_IF_ERROR(Prefixed("--collective: ", CheckCollective(command.run.collective)));
   options.collective = command.run.collective;
   options.hang_seconds = command.hang_seconds;
   options.size_seeds = command.sizes;
@@ -114,9 +108,7 @@ absl::StatusOr<ZooOptions> OptionsOf(const ZooCommand& command) {
   choice.perturb_seed = command.perturb;
   DMALAB_RETURN_IF_ERROR(CheckDeviceChoice(choice));
   if (!command.write_sizes.empty()) {
-    if (absl::Status s = WriteSizeFamily(command.write_sizes); !s.ok()) {
-      return Prefixed("--write-sizes: ", s);
-    }
+    DMALAB_RETURN_IF_ERROR(Prefixed("--write-sizes: ", WriteSizeFamily(command.write_sizes)));
   }
   DMALAB_ASSIGN_OR_RETURN(options.root, FindZooRoot(command.root));
   // The example plugins lie where the executable's own tree puts them, never in another tree:
@@ -145,24 +137,22 @@ absl::StatusOr<ZooOptions> OptionsOf(const ZooCommand& command) {
   return options;
 }
 
+absl::StatusOr<int> Execute(const ZooCommand& command) {
+  DMALAB_ASSIGN_OR_RETURN(ZooOptions options, OptionsOf(command));
+  Progress progress("zoo", "runs", ProgressWanted(command.run.quiet));
+  options.progress = [&progress](int64_t done, int64_t total) { progress.Update(done, total); };
+  DMALAB_ASSIGN_OR_RETURN(const ZooReport report, RunZoo(options));
+  progress.Clear();
+  std::fputs(FormatZooReport(report, options).c_str(), stdout);
+  if (!command.run.json.empty() && CurrentSeedSplit().rank == 0) {
+    DMALAB_RETURN_IF_ERROR(Prefixed(
+        "--json: ", WriteTextFile(command.run.json, FormatZooJson(report, options) + "\n")));
+  }
+  return report.pass() ? cli::kExitPass : cli::kExitFailed;
+}
+
 }  // namespace
 
-int RunZooCommand(const ZooCommand& command) {
-  absl::StatusOr<ZooOptions> options = OptionsOf(command);
-  if (!options.ok()) return FailUsage("zoo", options.status());
-  Progress progress("zoo", "runs", ProgressWanted(command.run.quiet));
-  options->progress = [&progress](int64_t done, int64_t total) { progress.Update(done, total); };
-  absl::StatusOr<ZooReport> report = RunZoo(*options);
-  progress.Clear();
-  if (!report.ok()) return FailUsage("zoo", report.status());
-  std::fputs(FormatZooReport(*report, *options).c_str(), stdout);
-  if (!command.run.json.empty() && CurrentSeedSplit().rank == 0) {
-    if (absl::Status s = WriteTextFile(command.run.json, FormatZooJson(*report, *options) + "\n");
-        !s.ok()) {
-      return FailUsage("zoo", Prefixed("--json: ", s));
-    }
-  }
-  return report->pass() ? cli::kExitPass : cli::kExitFailed;
-}
+int RunZooCommand(const ZooCommand& command) { return ExitStatus("zoo", Execute(command)); }
 
 }  // namespace dmalab

@@ -81,27 +81,22 @@ absl::StatusOr<std::set<std::string>> RunInPlaceThenAdd(const std::string& colle
   CollectiveParams params;
   params.max_bytes = kElems * 2;
   params.faults = faults;
-  absl::StatusOr<std::unique_ptr<Collective>> ar = OpenCollective(&dev, collective, params);
-  if (!ar.ok()) return ar.status();
+  DMALAB_ASSIGN_OR_RETURN(std::unique_ptr<Collective> ar, OpenCollective(&dev, collective, params));
   std::vector<TensorView> x;
   for (int r = 0; r < kWorld; ++r) {
-    absl::StatusOr<MemRef> mem = dev.Allocate(r, kElems * 2, "x");
-    if (!mem.ok()) return mem.status();
-    if (absl::Status s = dev.Write(*mem, std::vector<uint8_t>(kElems * 2, 0)); !s.ok()) return s;
-    x.push_back(TensorView{*mem, DType::kBF16, {kElems}, true});
+    DMALAB_ASSIGN_OR_RETURN(MemRef mem, dev.Allocate(r, kElems * 2, "x"));
+    DMALAB_RETURN_IF_ERROR(dev.Write(mem, std::vector<uint8_t>(kElems * 2, 0)));
+    x.push_back(TensorView{mem, DType::kBF16, {kElems}, true});
   }
-  if (absl::Status s = (*ar)->AllReduce(x, x); !s.ok()) {
+  if (absl::Status s = ar->AllReduce(x, x); !s.ok()) {
     if (IsCollectiveCallBadInput(s, collective)) return s;
     return std::set<std::string>{
         std::string(ReplayFindingKindName(CollectiveCallFailureKind(s, collective)))};
   }
   for (int r = 0; r < kWorld; ++r) {
     const Operand op{x[r].mem};
-    if (absl::Status s = dev.Reduce(dev.ComputeStream(r), DType::kBF16, op, {op, op}, kElems,
-                                    "caller's add into x");
-        !s.ok()) {
-      return s;
-    }
+    DMALAB_RETURN_IF_ERROR(dev.Reduce(dev.ComputeStream(r), DType::kBF16, op, {op, op}, kElems,
+                                      "caller's add into x"));
   }
   (void)dev.Synchronize();  // a deadlock is a finding like any other
   std::set<std::string> checkers;
@@ -146,11 +141,10 @@ absl::StatusOr<std::set<std::string>> RunInPlaceThenAddIsolated(const std::strin
     }
     return absl::OkStatus();
   };
-  absl::StatusOr<WorkerEnd> end = RunIsolated(work, on_message, hang_seconds);
-  if (!end.ok()) return end.status();
-  if (end->how == WorkerEnd::How::kFinished && result.has_value()) return *result;
-  return std::set<std::string>{end->how == WorkerEnd::How::kHung ? "collective_hang"
-                                                                 : "collective_crash"};
+  DMALAB_ASSIGN_OR_RETURN(WorkerEnd end, RunIsolated(work, on_message, hang_seconds));
+  if (end.how == WorkerEnd::How::kFinished && result.has_value()) return *result;
+  return std::set<std::string>{end.how == WorkerEnd::How::kHung ? "collective_hang"
+                                                                : "collective_crash"};
 }
 
 // What one run found: the checker names of its findings (empty: clean) and where the first was.
@@ -179,40 +173,39 @@ absl::StatusOr<RunFindings> RunScenario(const ZooOptions& o, const MemoryLimit& 
   choice.fidelity = o.fidelity;
   if (o.perturb) choice.perturb_seed = SeedOf(o, run);
   const auto replay = [&](const ReplayObserver& observer) -> absl::StatusOr<ReplayReport> {
-    absl::StatusOr<RunDevice> device = RunDevice::Make(choice, scenario.world, SeedOf(o, run));
-    if (!device.ok()) return device.status();
+    DMALAB_ASSIGN_OR_RETURN(RunDevice device,
+                            RunDevice::Make(choice, scenario.world, SeedOf(o, run)));
     ReplayOptions options;
     options.collective = collective;
     options.faults = faults;
     options.observer = observer;
-    if (device->sim() != nullptr) {
+    if (device.sim() != nullptr) {
       options.max_memory_bytes = limit.bytes;
       options.max_memory_source = limit.source;
     }
-    return device->Replay(scenario, options);
+    return device.Replay(scenario, options);
   };
   // On GPUs every run is made in a worker: a CUDA context does not survive a fork, so a process
   // that ran the ring on the GPU could not start a plugin's worker afterwards.
-  absl::StatusOr<ReplayReport> r = IsPluginPath(collective) || o.backend == "hw"
-                                       ? ReplayInWorker(replay, scenario, o.hang_seconds)
-                                       : replay(nullptr);
-  if (!r.ok()) return r.status();
+  DMALAB_ASSIGN_OR_RETURN(ReplayReport r, IsPluginPath(collective) || o.backend == "hw"
+                                              ? ReplayInWorker(replay, scenario, o.hang_seconds)
+                                              : replay(nullptr));
   RunFindings found;
-  for (const ReplayFinding& f : r->findings) found.checkers.insert(CheckerOf(f));
-  if (!r->groups.empty()) found.first_step = r->groups.front().first.step;
+  for (const ReplayFinding& f : r.findings) found.checkers.insert(CheckerOf(f));
+  if (!r.groups.empty()) found.first_step = r.groups.front().first.step;
   return found;
 }
 
 // The API case (RunInPlaceThenAdd) as a run; a plugin's in a worker process.
 absl::StatusOr<RunFindings> RunApiCase(const ZooOptions& o, const std::string& collective,
                                        const FaultSet& faults, uint64_t seed) {
-  absl::StatusOr<std::set<std::string>> checkers =
+  DMALAB_ASSIGN_OR_RETURN(
+      std::set<std::string> checkers,
       IsPluginPath(collective)
           ? RunInPlaceThenAddIsolated(collective, seed, o.fidelity, o.hang_seconds)
-          : RunInPlaceThenAdd(collective, faults, seed, o.fidelity);
-  if (!checkers.ok()) return checkers.status();
+          : RunInPlaceThenAdd(collective, faults, seed, o.fidelity));
   RunFindings found;
-  found.checkers = *std::move(checkers);
+  found.checkers = std::move(checkers);
   if (!found.checkers.empty()) found.first_step = "in-place all-reduce, then the caller's add";
   return found;
 }
@@ -393,9 +386,8 @@ absl::Status AddSizeRows(ZooRuns& runs, const ZooOptions& options, const MemoryL
   if (options.size_seeds == 0) return absl::OkStatus();
   const std::vector<SizeFamilyMember> family = SizeFamily();
   for (size_t k = 0; k < family.size(); ++k) {
-    absl::StatusOr<Scenario> scenario = ParseScenario(family[k].yaml, family[k].file);
-    if (!scenario.ok()) return scenario.status();
-    const Scenario& s = scenarios.emplace_back(*std::move(scenario));
+    DMALAB_ASSIGN_OR_RETURN(Scenario scenario, ParseScenario(family[k].yaml, family[k].file));
+    const Scenario& s = scenarios.emplace_back(std::move(scenario));
     ZooCleanRow& row = report.sizes[k];  // named by ZooTable
     const auto run = [&options, &limit, &s, collective](int i) {
       return RunScenario(options, limit, s, collective, FaultSet(), i);
@@ -437,9 +429,8 @@ absl::StatusOr<ZooReport> RunPluginZoo(const ZooOptions& options) {
   for (ZooCleanRow& row : report.clean) {
     const Scenario* scenario = nullptr;
     if (row.scenario != kInPlaceThenAdd) {
-      absl::StatusOr<Scenario> loaded = LoadScenarioFile(options.root + "/" + row.scenario);
-      if (!loaded.ok()) return loaded.status();
-      scenario = &scenarios.emplace_back(*std::move(loaded));
+      DMALAB_ASSIGN_OR_RETURN(Scenario loaded, LoadScenarioFile(options.root + "/" + row.scenario));
+      scenario = &scenarios.emplace_back(std::move(loaded));
       if (scenario->wire != WireMode::kNative) {
         row.skipped = absl::StrFormat("wire %s is the ring's option", WireModeName(scenario->wire));
       }
@@ -537,9 +528,8 @@ absl::StatusOr<ZooReport> RunZoo(const ZooOptions& options) {
   std::map<std::string, Scenario> scenarios;
   for (const std::string& file : ZooScenarios()) {
     if (file.rfind("api:", 0) == 0) continue;
-    absl::StatusOr<Scenario> s = LoadScenarioFile(options.root + "/" + file);
-    if (!s.ok()) return s.status();
-    scenarios.emplace(file, *std::move(s));
+    DMALAB_ASSIGN_OR_RETURN(Scenario s, LoadScenarioFile(options.root + "/" + file));
+    scenarios.emplace(file, std::move(s));
   }
   // Rows stay where the runs write them: all named before any run is added.
   ZooReport report = ZooTable(options);
@@ -555,9 +545,8 @@ absl::StatusOr<ZooReport> RunZoo(const ZooOptions& options) {
   ZooRuns runs;
   std::deque<Scenario> plugin_scenarios;
   for (const ZooPluginRow& row : report.plugins) {
-    absl::StatusOr<Scenario> scenario = LoadScenarioFile(options.root + "/" + row.scenario);
-    if (!scenario.ok()) return scenario.status();
-    plugin_scenarios.push_back(*std::move(scenario));
+    DMALAB_ASSIGN_OR_RETURN(Scenario scenario, LoadScenarioFile(options.root + "/" + row.scenario));
+    plugin_scenarios.push_back(std::move(scenario));
   }
   for (ZooRow& row : report.faults) {
     const auto run = [&options, &limit, &scenarios, &row](int seed) {

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "common/core/status_macros.h"
 
 namespace dmalab {
 namespace {
@@ -104,9 +105,8 @@ absl::StatusOr<HostBlock> AcquireHostBlock(uint64_t bytes) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "host block of %d bytes: must be a positive multiple of %d", bytes, kHostBlockAlign));
   }
-  absl::StatusOr<uint8_t*> data = ThePool().Acquire(bytes);
-  if (!data.ok()) return data.status();
-  return HostBlock(*data, bytes);
+  DMALAB_ASSIGN_OR_RETURN(auto* data, ThePool().Acquire(bytes));
+  return HostBlock(data, bytes);
 }
 
 HostBlockPoolStats GetHostBlockPoolStats() { return ThePool().Stats(); }

@@ -7,6 +7,7 @@
 #include "common/core/codec.h"
 #include "common/core/dtype.h"
 #include "common/core/host_simd.h"
+#include "common/core/status_macros.h"
 
 namespace dmalab {
 
@@ -172,9 +173,9 @@ absl::Status ValidateReduce(DType dtype, const Operand& dst, absl::Span<const Op
     }
     return absl::OkStatus();
   };
-  if (absl::Status s = check(dst, "dst"); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(check(dst, "dst"));
   for (size_t i = 0; i < terms.size(); ++i) {
-    if (absl::Status s = check(terms[i], absl::StrFormat("terms[%d]", i)); !s.ok()) return s;
+    DMALAB_RETURN_IF_ERROR(check(terms[i], absl::StrFormat("terms[%d]", i)));
     // ReduceHost's rule, checked at enqueue so that a device never runs a reduce it cannot do.
     if (terms[i].mem.rank == dst.mem.rank && terms[i].mem.addr == dst.mem.addr &&
         terms[i].codec != dst.codec) {
@@ -190,12 +191,11 @@ absl::Status ValidateReduce(DType dtype, const Operand& dst, absl::Span<const Op
 absl::Status ReduceHost(DType dtype, uint8_t* dst, Codec dst_codec,
                         absl::Span<const HostOperand> terms, int64_t elems) {
   if (terms.empty()) return absl::InvalidArgumentError("reduce: terms is empty; need at least 1");
-  absl::Status status = CheckHostOperand(dtype, dst_codec, dst, dst, dst_codec, elems, "dst");
-  for (size_t i = 0; i < terms.size() && status.ok(); ++i) {
-    status = CheckHostOperand(dtype, terms[i].codec, terms[i].data, dst, dst_codec, elems,
-                              absl::StrFormat("terms[%d]", i));
+  DMALAB_RETURN_IF_ERROR(CheckHostOperand(dtype, dst_codec, dst, dst, dst_codec, elems, "dst"));
+  for (size_t i = 0; i < terms.size(); ++i) {
+    DMALAB_RETURN_IF_ERROR(CheckHostOperand(dtype, terms[i].codec, terms[i].data, dst, dst_codec,
+                                            elems, absl::StrFormat("terms[%d]", i)));
   }
-  if (!status.ok()) return status;
 #ifdef DMALAB_HOST_AVX512
   if (HostHasAvx512()) {
     ReduceChunksAvx512(dtype, dst, dst_codec, terms, elems);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
+#include "common/core/status_macros.h"
 
 namespace dmalab {
 
@@ -30,16 +31,12 @@ absl::StatusOr<std::vector<int>> RanksDifferingFromRank0(Device& device,
   std::vector<int> differing;
   if (per_rank.empty()) return differing;
   std::vector<uint8_t> first(per_rank[0].bytes()), other;
-  if (absl::Status s = device.Read(per_rank[0].mem.Slice(0, first.size()), absl::MakeSpan(first));
-      !s.ok()) {
-    return s;
-  }
+  DMALAB_RETURN_IF_ERROR(
+      device.Read(per_rank[0].mem.Slice(0, first.size()), absl::MakeSpan(first)));
   for (size_t r = 1; r < per_rank.size(); ++r) {
     other.resize(per_rank[r].bytes());
-    if (absl::Status s = device.Read(per_rank[r].mem.Slice(0, other.size()), absl::MakeSpan(other));
-        !s.ok()) {
-      return s;
-    }
+    DMALAB_RETURN_IF_ERROR(
+        device.Read(per_rank[r].mem.Slice(0, other.size()), absl::MakeSpan(other)));
     if (other != first) differing.push_back(static_cast<int>(r));
   }
   return differing;

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "common/core/status_macros.h"
 #include "common/plugin/plugin_collective.h"
 #include "common/plugin/plugin_library.h"
 #include "common/plugin/spmd_collective.h"
@@ -29,10 +30,7 @@ absl::StatusOr<std::unique_ptr<Collective>> OpenCollective(Device* device, std::
     options.pieces = params.pieces;
     options.faults = params.faults;
     auto ar = DmaAllReduce::Create(device, options);
-    if (!ar.ok()) {
-      return absl::Status(ar.status().code(),
-                          absl::StrFormat("DmaAllReduce: %s", ar.status().message()));
-    }
+    if (!ar.ok()) return Prefixed("DmaAllReduce: ", ar.status());
     return std::unique_ptr<Collective>(*std::move(ar));
   }
   if (!IsPluginPath(spec)) {
@@ -58,21 +56,19 @@ absl::StatusOr<std::unique_ptr<Collective>> OpenCollective(Device* device, std::
   config.options = params.options;
   config.max_bytes = params.max_bytes;
   config.dtype = params.dtype;
-  absl::StatusOr<std::unique_ptr<PluginLibrary>> lib = PluginLibrary::Open(config.path);
-  if (!lib.ok()) return lib.status();
-  if ((*lib)->abi() == 2) {
-    auto p = SpmdCollective::Create(device, *std::move(lib), config, params.process);
-    if (!p.ok()) return p.status();
-    return std::unique_ptr<Collective>(*std::move(p));
+  DMALAB_ASSIGN_OR_RETURN(std::unique_ptr<PluginLibrary> lib, PluginLibrary::Open(config.path));
+  if (lib->abi() == 2) {
+    DMALAB_ASSIGN_OR_RETURN(auto p,
+                            SpmdCollective::Create(device, std::move(lib), config, params.process));
+    return std::unique_ptr<Collective>(std::move(p));
   }
   if (params.process != nullptr) {
-    return (*lib)->Error(
+    return lib->Error(
         "it speaks plugin ABI v1, whose one instance drives every rank from one process; one "
         "process per rank (--procs) runs ABI v2 (SPMD) plugins only, one instance per rank");
   }
-  auto p = PluginCollective::Create(device, *std::move(lib), config);
-  if (!p.ok()) return p.status();
-  return std::unique_ptr<Collective>(*std::move(p));
+  DMALAB_ASSIGN_OR_RETURN(auto p, PluginCollective::Create(device, std::move(lib), config));
+  return std::unique_ptr<Collective>(std::move(p));
 }
 
 }  // namespace dmalab

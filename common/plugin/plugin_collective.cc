@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/core/status_macros.h"
 #include "common/plugin/abi_convert.h"
 
 namespace dmalab {
@@ -239,9 +240,8 @@ PluginCollective::~PluginCollective() {
 
 absl::StatusOr<std::unique_ptr<PluginCollective>> PluginCollective::Load(
     Device* device, const PluginConfig& config) {
-  absl::StatusOr<std::unique_ptr<PluginLibrary>> lib = PluginLibrary::Open(config.path);
-  if (!lib.ok()) return lib.status();
-  return Create(device, *std::move(lib), config);
+  DMALAB_ASSIGN_OR_RETURN(std::unique_ptr<PluginLibrary> lib, PluginLibrary::Open(config.path));
+  return Create(device, std::move(lib), config);
 }
 
 absl::StatusOr<std::unique_ptr<PluginCollective>> PluginCollective::Create(
@@ -250,7 +250,7 @@ absl::StatusOr<std::unique_ptr<PluginCollective>> PluginCollective::Create(
     return lib->Error("it speaks plugin ABI v2 (SPMD): it is not a single-object v1 plugin");
   }
   std::unique_ptr<PluginCollective> p(new PluginCollective(device, std::move(lib)));
-  if (absl::Status s = p->Bind(config); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(p->Bind(config));
   return p;
 }
 
@@ -375,17 +375,15 @@ absl::StatusOr<std::vector<TensorView>> PluginCollective::AllReduce(
     return absl::InvalidArgumentError(
         absl::StrFormat("%s: %d inputs for %d ranks", call, inputs.size(), device_->world_size()));
   }
-  absl::StatusOr<Tensors> in = Describe(inputs, "inputs");
-  if (!in.ok()) return in.status();
+  DMALAB_ASSIGN_OR_RETURN(Tensors in, Describe(inputs, "inputs"));
   for (const TensorView& v : inputs) origins_.Handed(v.mem);
   std::vector<dmalab_mem> results(inputs.size());
-  if (plugin_->all_reduce(state_, in->tensors.data(), results.data()) != DMALAB_OK) {
-    absl::Status v = TakeViolations(call);
-    if (!v.ok()) return v;
+  if (plugin_->all_reduce(state_, in.tensors.data(), results.data()) != DMALAB_OK) {
+    DMALAB_RETURN_IF_ERROR(TakeViolations(call));
     return absl::InvalidArgumentError(
         absl::StrFormat("plugin '%s' failed %s: %s", plugin_->name, call, PluginError(state_)));
   }
-  if (absl::Status v = TakeViolations(call); !v.ok()) return v;
+  DMALAB_RETURN_IF_ERROR(TakeViolations(call));
   std::vector<TensorView> outs;
   for (size_t r = 0; r < inputs.size(); ++r) {
     const MemRef m = FromPlugin(&results[r]);
@@ -413,15 +411,12 @@ absl::Status PluginCollective::AllReduce(absl::Span<const TensorView> inputs,
                                                       call, inputs.size(), outs.size(),
                                                       device_->world_size()));
   }
-  absl::StatusOr<Tensors> in = Describe(inputs, "inputs");
-  if (!in.ok()) return in.status();
-  absl::StatusOr<Tensors> out = Describe(outs, "outs");
-  if (!out.ok()) return out.status();
+  DMALAB_ASSIGN_OR_RETURN(Tensors in, Describe(inputs, "inputs"));
+  DMALAB_ASSIGN_OR_RETURN(Tensors out, Describe(outs, "outs"));
   for (const TensorView& v : inputs) origins_.Handed(v.mem);
   for (const TensorView& v : outs) origins_.Handed(v.mem);
-  if (plugin_->all_reduce_into(state_, in->tensors.data(), out->tensors.data()) != DMALAB_OK) {
-    absl::Status v = TakeViolations(call);
-    if (!v.ok()) return v;
+  if (plugin_->all_reduce_into(state_, in.tensors.data(), out.tensors.data()) != DMALAB_OK) {
+    DMALAB_RETURN_IF_ERROR(TakeViolations(call));
     return absl::InvalidArgumentError(
         absl::StrFormat("plugin '%s' failed %s: %s", plugin_->name, call, PluginError(state_)));
   }

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/core/status_macros.h"
 
 namespace dmalab {
 namespace {
@@ -44,11 +45,11 @@ absl::StatusOr<std::unique_ptr<PluginLibrary>> PluginLibrary::Open(const std::st
     return lib->Error(absl::StrCat("cannot load it: ", e != nullptr ? e : "dlopen failed"));
   }
   if (void* v2 = dlsym(lib->handle_, "dmalab_plugin_entry_v2")) {
-    if (absl::Status s = lib->BindV2(v2); !s.ok()) return s;
+    DMALAB_RETURN_IF_ERROR(lib->BindV2(v2));
     return lib;
   }
   if (void* v1 = dlsym(lib->handle_, "dmalab_plugin_entry")) {
-    if (absl::Status s = lib->BindV1(v1); !s.ok()) return s;
+    DMALAB_RETURN_IF_ERROR(lib->BindV1(v1));
     return lib;
   }
   for (int v = kNewestKnownAbi + 1; v <= kNewestKnownAbi + kNewerAbisLookedFor; ++v) {

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/core/status_macros.h"
 #include "common/plugin/abi_convert.h"
 
 namespace dmalab {
@@ -478,9 +479,8 @@ absl::Status RankApi::SyncRank() {
   if (host_->threads == nullptr) return d->Synchronize();
   const bool simulated = d->seed() != 0 || d->name() == "sim";
   while (true) {
-    absl::StatusOr<bool> idle = d->RankIdle(rank_);
-    if (!idle.ok()) return idle.status();
-    if (*idle) return absl::OkStatus();
+    DMALAB_ASSIGN_OR_RETURN(bool idle, d->RankIdle(rank_));
+    if (idle) return absl::OkStatus();
     if (!simulated) {
       host_->threads->Yield(rank_);
       continue;

@@ -248,7 +248,7 @@ absl::Status SpmdCollective::OnEveryRank(std::string_view what,
         absl::StrFormat("plugin '%s' %s: %s", plugin_->name, what, deadlocks_.front()));
   }
   for (int r : here_) {
-    if (absl::Status s = RankStatus(r, codes[r], what); !s.ok()) return s;
+    DMALAB_RETURN_IF_ERROR(RankStatus(r, codes[r], what));
   }
   return absl::OkStatus();
 }
@@ -271,10 +271,9 @@ absl::Status SpmdCollective::Agree(absl::Status local, std::string_view what) {
   // bootstrap call of its own): this rank's own failure names it best.
   const auto lost = [&](const absl::Status& s) {
     if (!local.ok()) return local;
-    return absl::Status(s.code(),
-                        absl::StrFormat("plugin '%s' %s: the ranks' outcomes could not be "
-                                        "gathered: %s",
-                                        plugin_->name, what, s.message()));
+    return Prefixed(absl::StrFormat("plugin '%s' %s: the ranks' outcomes could not be gathered: ",
+                                    plugin_->name, what),
+                    s);
   };
   uint64_t size = blob.size();
   std::vector<uint64_t> sizes(world);
@@ -320,10 +319,9 @@ absl::Status SpmdCollective::Agree(absl::Status local, std::string_view what) {
 
 absl::StatusOr<TensorView> SpmdCollective::Own(const TensorView& v) const {
   if (process_ == nullptr) return v;
-  absl::StatusOr<MemRef> local = process_->ToLocal(v.mem);
-  if (!local.ok()) return local.status();
+  DMALAB_ASSIGN_OR_RETURN(MemRef local, process_->ToLocal(v.mem));
   TensorView own = v;
-  own.mem = rank_device_->Up(*local);
+  own.mem = rank_device_->Up(local);
   return own;
 }
 
@@ -358,15 +356,12 @@ absl::StatusOr<std::vector<TensorView>> SpmdCollective::AllReduce(
   // are handed to instances.
   std::vector<dmalab_tensor> in(world);
   for (int r = 0; r < world; ++r) {
-    absl::StatusOr<dmalab_tensor> t = Describe(inputs[r], absl::StrFormat("inputs[%d]", r));
-    if (!t.ok()) return t.status();
+    DMALAB_RETURN_IF_ERROR(Describe(inputs[r], absl::StrFormat("inputs[%d]", r)).status());
   }
   // The views live through the call: the described tensors point to their shapes.
   std::vector<TensorView> own(world);
   for (int r : here_) {
-    absl::StatusOr<TensorView> v = Own(inputs[r]);
-    if (!v.ok()) return v.status();
-    own[r] = *std::move(v);
+    DMALAB_ASSIGN_OR_RETURN(own[r], Own(inputs[r]));
     in[r] = *Describe(own[r], "");
     ranks_[r]->Handed(own[r].mem);
   }
@@ -397,15 +392,13 @@ absl::StatusOr<std::vector<TensorView>> SpmdCollective::AllReduce(
     for (int r = 0; r < world; ++r) {
       MemRef local;
       if (r == process_->rank()) {
-        absl::StatusOr<MemRef> down = rank_device_->Down(outs[r].mem, call);
-        if (!down.ok()) return down.status();
-        local = *down;
+        DMALAB_ASSIGN_OR_RETURN(local, rank_device_->Down(outs[r].mem, call));
       }
       absl::StatusOr<MemRef> adopted = process_->Adopt(r, local);
       if (!adopted.ok()) {
-        return absl::Status(adopted.status().code(),
-                            absl::StrFormat("plugin '%s' %s: rank %d's result: %s", plugin_->name,
-                                            call, r, adopted.status().message()));
+        return Prefixed(
+            absl::StrFormat("plugin '%s' %s: rank %d's result: ", plugin_->name, call, r),
+            adopted.status());
       }
       outs[r] = TensorView{*adopted, inputs[r].dtype, inputs[r].shape, true};
     }
@@ -424,20 +417,14 @@ absl::Status SpmdCollective::AllReduce(absl::Span<const TensorView> inputs,
   }
   std::vector<dmalab_tensor> in(world), out(world);
   for (int r = 0; r < world; ++r) {
-    absl::StatusOr<dmalab_tensor> t = Describe(inputs[r], absl::StrFormat("inputs[%d]", r));
-    if (!t.ok()) return t.status();
-    absl::StatusOr<dmalab_tensor> o = Describe(outs[r], absl::StrFormat("outs[%d]", r));
-    if (!o.ok()) return o.status();
+    DMALAB_RETURN_IF_ERROR(Describe(inputs[r], absl::StrFormat("inputs[%d]", r)).status());
+    DMALAB_RETURN_IF_ERROR(Describe(outs[r], absl::StrFormat("outs[%d]", r)).status());
   }
   // The views live through the call: the described tensors point to their shapes.
   std::vector<TensorView> own_in(world), own_out(world);
   for (int r : here_) {
-    absl::StatusOr<TensorView> i = Own(inputs[r]);
-    if (!i.ok()) return i.status();
-    absl::StatusOr<TensorView> o = Own(outs[r]);
-    if (!o.ok()) return o.status();
-    own_in[r] = *std::move(i);
-    own_out[r] = *std::move(o);
+    DMALAB_ASSIGN_OR_RETURN(own_in[r], Own(inputs[r]));
+    DMALAB_ASSIGN_OR_RETURN(own_out[r], Own(outs[r]));
     in[r] = *Describe(own_in[r], "");
     out[r] = *Describe(own_out[r], "");
     ranks_[r]->Handed(own_in[r].mem);

@@ -93,9 +93,7 @@ absl::Status DmaAllReduce::Init() {
   ranks_.resize(world_);
   for (int r = 0; r < world_; ++r) {
     RankState& rs = ranks_[r];
-    absl::StatusOr<MemRef> mem = device_->Allocate(r, slab.slab_bytes, "all_reduce slab");
-    if (!mem.ok()) return mem.status();
-    rs.slab = *mem;
+    DMALAB_ASSIGN_OR_RETURN(rs.slab, device_->Allocate(r, slab.slab_bytes, "all_reduce slab"));
     // Flags, counters and expected values start at zero; scratch needs no initial value.
     const std::vector<uint8_t> zeros(slab.scratch_offset, 0);
     DMALAB_RETURN_IF_ERROR(device_->Write(rs.slab.Slice(0, slab.scratch_offset), zeros));
@@ -104,22 +102,20 @@ absl::Status DmaAllReduce::Init() {
                                                        {PlanStream::kPlace, StreamKind::kCopy},
                                                        {PlanStream::kFlag, StreamKind::kFlag}};
     for (const auto& [ps, kind] : kinds) {
-      absl::StatusOr<StreamId> s = device_->CreateStream(
-          r, kind, absl::StrCat("all_reduce ", std::string(PlanStreamName(ps))));
-      if (!s.ok()) return s.status();
-      rs.streams[static_cast<int>(ps)] = *s;
+      DMALAB_ASSIGN_OR_RETURN(
+          StreamId s, device_->CreateStream(
+                          r, kind, absl::StrCat("all_reduce ", std::string(PlanStreamName(ps)))));
+      rs.streams[static_cast<int>(ps)] = s;
     }
     for (int i = 0; i < slab.num_staging_areas; ++i) {
-      absl::StatusOr<MemRef> st =
-          device_->Allocate(r, slab.staging_area_bytes, "all_reduce staging");
-      if (!st.ok()) return st.status();
-      rs.staging.push_back(*st);
+      DMALAB_ASSIGN_OR_RETURN(MemRef st,
+                              device_->Allocate(r, slab.staging_area_bytes, "all_reduce staging"));
+      rs.staging.push_back(st);
     }
     if (options_.faults.Has(Fault::kPersistentOutput)) {
-      absl::StatusOr<MemRef> ws =
-          device_->Allocate(r, options_.max_bytes, "all_reduce persistent workspace (fault)");
-      if (!ws.ok()) return ws.status();
-      rs.workspace = *ws;
+      DMALAB_ASSIGN_OR_RETURN(
+          rs.workspace,
+          device_->Allocate(r, options_.max_bytes, "all_reduce persistent workspace (fault)"));
     }
   }
   return absl::OkStatus();
@@ -172,9 +168,8 @@ absl::StatusOr<const RingPlan*> DmaAllReduce::CachedPlan(const TensorView& input
   const auto key = std::make_tuple(input.elems(), input.dtype, in_place);
   auto it = plans_.find(key);
   if (it == plans_.end()) {
-    absl::StatusOr<RingPlan> plan = PlanFor(input, in_place);
-    if (!plan.ok()) return plan.status();
-    it = plans_.emplace(key, *std::move(plan)).first;
+    DMALAB_ASSIGN_OR_RETURN(RingPlan plan, PlanFor(input, in_place));
+    it = plans_.emplace(key, std::move(plan)).first;
   }
   return &it->second;
 }
@@ -184,8 +179,7 @@ absl::StatusOr<std::vector<TensorView>> DmaAllReduce::AllReduce(
   DMALAB_RETURN_IF_ERROR(ValidateInputs(inputs));
   // Inside a graph capture the fresh outputs come from the graph's private pool where the device
   // has one (the simulator); a device without one refuses the allocation.
-  absl::StatusOr<const RingPlan*> plan = CachedPlan(inputs[0], /*in_place=*/false);
-  if (!plan.ok()) return plan.status();
+  DMALAB_ASSIGN_OR_RETURN(const RingPlan* plan, CachedPlan(inputs[0], /*in_place=*/false));
   std::vector<TensorView> outs;
   for (int r = 0; r < world_; ++r) {
     TensorView out = inputs[r];
@@ -203,7 +197,7 @@ absl::StatusOr<std::vector<TensorView>> DmaAllReduce::AllReduce(
     }
     outs.push_back(out);
   }
-  if (absl::Status s = Run(**plan, inputs, outs); !s.ok()) {
+  if (absl::Status s = Run(*plan, inputs, outs); !s.ok()) {
     if (!options_.faults.Has(Fault::kPersistentOutput)) {
       for (const TensorView& o : outs) (void)device_->Free(o.mem);
     }
@@ -239,8 +233,7 @@ absl::Status DmaAllReduce::AllReduce(absl::Span<const TensorView> inputs,
     }
   }
   const bool in_place = inputs[0].addr() == outs[0].addr();
-  absl::StatusOr<const RingPlan*> plan = CachedPlan(inputs[0], in_place);
-  if (!plan.ok()) return plan.status();
+  DMALAB_ASSIGN_OR_RETURN(const RingPlan* plan, CachedPlan(inputs[0], in_place));
   if (options_.faults.Has(Fault::kGraphOutputFreed)) {
     // As a graph captured on the first call: later calls with these inputs write the outs of
     // that first call, whatever the caller passes now (and whether or not it freed them).
@@ -249,10 +242,10 @@ absl::Status DmaAllReduce::AllReduce(absl::Span<const TensorView> inputs,
     const std::vector<TensorView>& captured =
         captured_outs_.emplace(key, std::vector<TensorView>(outs.begin(), outs.end()))
             .first->second;
-    return Run(**plan, inputs, captured);
+    return Run(*plan, inputs, captured);
   }
-  if (options_.graph_cache) return RunCached(**plan, inputs, outs);
-  return Run(**plan, inputs, outs);
+  if (options_.graph_cache) return RunCached(*plan, inputs, outs);
+  return Run(*plan, inputs, outs);
 }
 
 absl::Status DmaAllReduce::RunCached(const RingPlan& plan, absl::Span<const TensorView> inputs,
@@ -266,11 +259,10 @@ absl::Status DmaAllReduce::RunCached(const RingPlan& plan, absl::Span<const Tens
   auto it = graphs_.find(key);
   if (it == graphs_.end()) {
     DMALAB_RETURN_IF_ERROR(EnsureEvents(plan));  // events cannot be created while capturing
-    absl::StatusOr<GraphId> graph =
-        device_->CaptureGraph([&]() { return Run(plan, inputs, outs); });
-    if (!graph.ok()) return graph.status();
+    DMALAB_ASSIGN_OR_RETURN(GraphId graph,
+                            device_->CaptureGraph([&]() { return Run(plan, inputs, outs); }));
     --calls_;  // capturing ran nothing; the launch below is the call
-    it = graphs_.emplace(std::move(key), *graph).first;
+    it = graphs_.emplace(std::move(key), graph).first;
   }
   ++calls_;
   return device_->LaunchGraph(it->second);
@@ -280,9 +272,8 @@ absl::Status DmaAllReduce::EnsureEvents(const RingPlan& plan) {
   for (int r = 0; r < world_; ++r) {
     RankState& rs = ranks_[r];
     while (static_cast<int>(rs.events.size()) < plan.num_events) {
-      absl::StatusOr<EventId> e = device_->CreateEvent(r);
-      if (!e.ok()) return e.status();
-      rs.events.push_back(*e);
+      DMALAB_ASSIGN_OR_RETURN(EventId e, device_->CreateEvent(r));
+      rs.events.push_back(e);
     }
   }
   return absl::OkStatus();
@@ -347,10 +338,7 @@ absl::Status DmaAllReduce::Run(const RingPlan& plan, absl::Span<const TensorView
                                 flag_word(r, slab.flags_offset, op.flag), label);
           break;
       }
-      if (!s.ok()) {
-        return absl::Status(
-            s.code(), absl::StrFormat("all_reduce: rank %d op '%s': %s", r, label, s.message()));
-      }
+      if (!s.ok()) return Prefixed(absl::StrFormat("all_reduce: rank %d op '%s': ", r, label), s);
     }
   }
   return absl::OkStatus();

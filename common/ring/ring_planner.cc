@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
+#include "common/core/status_macros.h"
 
 namespace dmalab {
 namespace {
@@ -417,9 +418,7 @@ absl::StatusOr<RingPlan> PlanRing(const RingPlanRequest& req) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "plan: tensor is %d bytes; must be at most max_bytes = %d", bytes, req.max_bytes));
   }
-  if (absl::Status s = CheckWireApplies(req.wire, req.world, req.elems, req.dtype); !s.ok()) {
-    return s;
-  }
+  DMALAB_RETURN_IF_ERROR(CheckWireApplies(req.wire, req.world, req.elems, req.dtype));
 
   RingPlan plan;
   plan.world = req.world;

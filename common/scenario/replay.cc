@@ -356,7 +356,7 @@ absl::StatusOr<ReplayReport> Replayer::RunSteps() {
   r_.retained_mismatches_by_rank.assign(s_.world, 0);
   r_.collective = o_.collective;
   total_steps_ = s_.ExpandedStepCount();
-  if (absl::Status s = CheckBounds(); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(CheckBounds());
   Observe({0, "setup (loading and creating the collective)", "setup", "setup", 0, 0}, r_);
   if (const uint64_t max_bytes = s_.MaxAllReduceBytes(); max_bytes > 0) {
     CollectiveParams params;
@@ -368,10 +368,7 @@ absl::StatusOr<ReplayReport> Replayer::RunSteps() {
     params.options = o_.collective_options;
     params.process = o_.spmd_process;
     auto ar = OpenCollective(d_, o_.collective, params);
-    if (!ar.ok()) {
-      return absl::Status(ar.status().code(),
-                          absl::StrFormat("%s: %s", s_.file, ar.status().message()));
-    }
+    if (!ar.ok()) return Prefixed(absl::StrCat(s_.file, ": "), ar.status());
     ar_ = *std::move(ar);
     r_.collective = ar_->name();
   }
@@ -389,7 +386,7 @@ absl::StatusOr<ReplayReport> Replayer::RunSteps() {
     for (const auto& [name, t] : live_) {
       // A tensor that a step with ranks: left live on some ranks only is not inspected.
       if (std::find(t.on.begin(), t.on.end(), false) != t.on.end()) continue;
-      if (absl::Status st = o_.inspect_at_end(name, t.views); !st.ok()) return st;
+      DMALAB_RETURN_IF_ERROR(o_.inspect_at_end(name, t.views));
     }
   }
   // Return whatever is still live, so a device's allocator sees a clean end.
@@ -417,7 +414,7 @@ absl::Status Replayer::Steps(const std::vector<Step>& steps) {
       iterations_.emplace_back(0, step.times);
       for (int64_t i = 0; i < step.times; ++i) {
         iterations_.back().first = i;
-        if (absl::Status s = Steps(step.body); !s.ok()) return s;
+        DMALAB_RETURN_IF_ERROR(Steps(step.body));
       }
       iterations_.pop_back();
       continue;
@@ -441,11 +438,11 @@ absl::Status Replayer::Steps(const std::vector<Step>& steps) {
     }
     Observe({r_.steps_executed, step_text_, step_desc_, step_id_, iteration_, iterations_total_},
             r_);
-    if (absl::Status s = One(step); !s.ok()) return s;
+    DMALAB_RETURN_IF_ERROR(One(step));
     // Retain, unretain and expect_equal enqueue no device work: nothing can have changed.
     if (step.kind != StepKind::kRetain && step.kind != StepKind::kUnretain &&
         step.kind != StepKind::kExpectEqual) {
-      if (absl::Status s = VerifyRetained(); !s.ok()) return s;
+      DMALAB_RETURN_IF_ERROR(VerifyRetained());
     }
     CheckAliases();
     PollDeviceFindings();
@@ -455,7 +452,7 @@ absl::Status Replayer::Steps(const std::vector<Step>& steps) {
 }
 
 absl::Status Replayer::CheckBounds() const {
-  if (absl::Status s = CheckReplayWork(s_, o_.max_steps); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(CheckReplayWork(s_, o_.max_steps));
   if (o_.max_memory_bytes > 0 && values_) {
     const ReplayMemoryNeed need = EstimateReplayMemory(s_, o_);
     if (need.Total() > o_.max_memory_bytes) {
@@ -508,22 +505,21 @@ absl::Status Replayer::CaptureGraph(const Step& step) {
   capturing_ = &g;
   absl::StatusOr<GraphId> id = d_->CaptureGraph([&]() -> absl::Status {
     for (const Step& b : step.body) {
-      if (absl::Status s = One(b); !s.ok()) return s;
+      DMALAB_RETURN_IF_ERROR(One(b));
     }
     return absl::OkStatus();
   });
   capturing_ = nullptr;
   if (!id.ok()) {
     if (!device_failure_.ok()) return device_failure_;
-    return absl::Status(id.status().code(),
-                        absl::StrFormat("%s: %s", step.Describe(), id.status().message()));
+    return Prefixed(absl::StrCat(step.Describe(), ": "), id.status());
   }
   g.id = *id;
   graphs_[step.graph] = std::move(g);
   if (ar_ != nullptr) {
     // The collective may now register the buffers the capture used with its peers.
     if (absl::Status s = ar_->CaptureEnded(); !s.ok()) {
-      const absl::Status located(s.code(), absl::StrFormat("%s: %s", step.Describe(), s.message()));
+      const absl::Status located = Prefixed(absl::StrCat(step.Describe(), ": "), s);
       if (IsRejectedArguments(s)) return located;
       return CollectiveFailed(located);
     }
@@ -567,7 +563,7 @@ absl::Status Replayer::LaunchGraph(const Step& step) {
     rec.form = c.form;
     rec.elems = it->second.decl->elems();
     rec.bytes = it->second.decl->bytes();
-    if (absl::Status s = CheckOutput(std::move(rec), it->second); !s.ok()) return s;
+    DMALAB_RETURN_IF_ERROR(CheckOutput(std::move(rec), it->second));
   }
   return absl::OkStatus();
 }
@@ -625,7 +621,7 @@ std::string Replayer::FirstChange(const Contents& was, const Contents& now, DTyp
 
 absl::Status Replayer::Fill(const Step& step) {
   const TensorDecl& decl = *s_.FindTensor(step.tensor);
-  if (absl::Status s = MakeLive(step.tensor, step); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(MakeLive(step.tensor, step));
   std::vector<int64_t> its;
   for (auto [i, n] : iterations_) its.push_back(i);
   const uint64_t step_seed = FillStepSeed(step.seed, its);
@@ -672,7 +668,7 @@ absl::Status Replayer::AllReduce(const Step& step) {
   // input; anything else is the collective under test failing, a finding that stops the replay
   // (IsCollectiveCallBadInput, CollectiveCallFailureKind).
   auto call_failed = [&](const absl::Status& s) {
-    const absl::Status located(s.code(), absl::StrFormat("%s: %s", step.Describe(), s.message()));
+    const absl::Status located = Prefixed(absl::StrCat(step.Describe(), ": "), s);
     if (IsCollectiveCallBadInput(s, o_.collective)) return located;
     if (CollectiveCallFailureKind(s, o_.collective) == ReplayFindingKind::kCollectiveError) {
       return CollectiveFailed(located);
@@ -848,11 +844,11 @@ absl::Status Replayer::CheckOutput(AllReduceRecord rec, LiveTensor& out) {
     return absl::OkStatus();
   };
   bool wrong_values = false;
-  if (absl::Status s = ReadInto(out.views[0], &buf0_); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(ReadInto(out.views[0], &buf0_));
   rec.hash = values_ ? Xxh64(buf0_.bytes.span()) : ProvenanceDigest(buf0_.provenance);
   DMALAB_RETURN_IF_ERROR(check_values(0, buf0_));
   for (int rank = 1; rank < s_.world; ++rank) {
-    if (absl::Status s = ReadInto(out.views[rank], &buf_); !s.ok()) return s;
+    DMALAB_RETURN_IF_ERROR(ReadInto(out.views[rank], &buf_));
     DMALAB_RETURN_IF_ERROR(check_values(rank, buf_));
     int64_t first = 0;
     const int64_t changed = CountChanged(buf0_, buf_, dtype, &first);
@@ -904,7 +900,7 @@ absl::Status Replayer::CheckOutput(AllReduceRecord rec, LiveTensor& out) {
 }
 
 absl::Status Replayer::Add(const Step& step) {
-  if (absl::Status s = MakeLive(step.dst, step); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(MakeLive(step.dst, step));
   LiveTensor& dst = live_.at(step.dst);
   const LiveTensor& a = live_.at(step.a);
   const LiveTensor& b = live_.at(step.b);
@@ -938,7 +934,7 @@ absl::Status Replayer::Retain(const Step& step) {
   for (int rank = 0; rank < s_.world; ++rank) {
     // Read into buf_, then keep its buffer (or share an equal one): no copy. Buffers of ended
     // retentions are reused, so a replay that retains often maps no new host memory for it.
-    if (absl::Status s = ReadInto(t.views[rank], &buf_); !s.ok()) return s;
+    DMALAB_RETURN_IF_ERROR(ReadInto(t.views[rank], &buf_));
     if (values_) {
       auto same = std::find_if(distinct.begin(), distinct.end(), [&](const Contents* c) {
         return c->bytes.size() == buf_.bytes.size() &&
@@ -979,7 +975,7 @@ absl::Status Replayer::VerifyRetained() {
   for (auto& [name, ret] : retained_) {
     const LiveTensor& t = live_.at(name);
     for (int rank = 0; rank < s_.world; ++rank) {
-      if (absl::Status s = ReadInto(t.views[rank], &buf_); !s.ok()) return s;
+      DMALAB_RETURN_IF_ERROR(ReadInto(t.views[rank], &buf_));
       int64_t first = 0;
       const int64_t changed = CountChanged(*ret.snapshot[rank], buf_, t.decl->dtype, &first);
       if (changed > 0) Forget(name);
@@ -1006,8 +1002,8 @@ absl::Status Replayer::ExpectEqual(const Step& step) {
   const LiveTensor& a = live_.at(step.a);
   const LiveTensor& b = live_.at(step.b);
   for (int rank = 0; rank < s_.world; ++rank) {
-    if (absl::Status s = ReadInto(a.views[rank], &buf0_); !s.ok()) return s;
-    if (absl::Status s = ReadInto(b.views[rank], &buf_); !s.ok()) return s;
+    DMALAB_RETURN_IF_ERROR(ReadInto(a.views[rank], &buf0_));
+    DMALAB_RETURN_IF_ERROR(ReadInto(b.views[rank], &buf_));
     int64_t first = 0;
     const int64_t changed = CountChanged(buf0_, buf_, a.decl->dtype, &first);
     if (changed == 0) continue;

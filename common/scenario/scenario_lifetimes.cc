@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/core/status_macros.h"
 
 namespace dmalab {
 namespace {
@@ -36,7 +37,7 @@ class LifetimeWalk {
 
   absl::Status Walk(const std::vector<Step>& steps) {
     for (const Step& step : steps) {
-      if (absl::Status s = One(step); !s.ok()) return s;
+      DMALAB_RETURN_IF_ERROR(One(step));
     }
     return absl::OkStatus();
   }
@@ -114,7 +115,7 @@ class LifetimeWalk {
         MakeLive(step.tensor, On(step));
         return absl::OkStatus();
       case StepKind::kAllReduce:
-        if (absl::Status s = NeedLive(step, "input", step.input); !s.ok()) return s;
+        DMALAB_RETURN_IF_ERROR(NeedLive(step, "input", step.input));
         if (step.form == AllReduceForm::kOut) {
           if (step.out == step.input) {
             return Fail(step, "out", absl::StrFormat("'%s', the input itself", step.out),
@@ -123,13 +124,13 @@ class LifetimeWalk {
           return NeedLive(step, "out", step.out);
         }
         if (step.form == AllReduceForm::kDefault) {
-          if (absl::Status s = NeedNotLive(step, "result", step.result); !s.ok()) return s;
+          DMALAB_RETURN_IF_ERROR(NeedNotLive(step, "result", step.result));
           MakeLive(step.result, all_);
           if (in_capture_) made_in_capture_.insert(step.result);
         }
         return absl::OkStatus();
       case StepKind::kRetain:
-        if (absl::Status s = NeedLive(step, "tensor", step.tensor); !s.ok()) return s;
+        DMALAB_RETURN_IF_ERROR(NeedLive(step, "tensor", step.tensor));
         if (state_.retained.count(step.tensor) > 0) {
           return Fail(step, "tensor",
                       absl::StrFormat("tensor '%s', which is already retained", step.tensor),
@@ -138,11 +139,11 @@ class LifetimeWalk {
         state_.retained.insert(step.tensor);
         return absl::OkStatus();
       case StepKind::kUnretain:
-        if (absl::Status s = NeedRetained(step, step.tensor); !s.ok()) return s;
+        DMALAB_RETURN_IF_ERROR(NeedRetained(step, step.tensor));
         state_.retained.erase(step.tensor);
         return absl::OkStatus();
       case StepKind::kRelease:
-        if (absl::Status s = NeedLive(step, "tensor", step.tensor); !s.ok()) return s;
+        DMALAB_RETURN_IF_ERROR(NeedLive(step, "tensor", step.tensor));
         if (On(step) != all_ && state_.retained.count(step.tensor) > 0) {
           return Fail(step, "ranks",
                       absl::StrFormat("a release on %s of tensor '%s', which is retained",
@@ -163,23 +164,23 @@ class LifetimeWalk {
         return absl::OkStatus();
       case StepKind::kAdd:
         if (in_capture_) {  // a graph allocates nothing: dst must be live already
-          if (absl::Status s = NeedLive(step, "dst", step.dst); !s.ok()) return s;
+          DMALAB_RETURN_IF_ERROR(NeedLive(step, "dst", step.dst));
         }
-        if (absl::Status s = NeedLive(step, "a", step.a); !s.ok()) return s;
-        if (absl::Status s = NeedLive(step, "b", step.b); !s.ok()) return s;
+        DMALAB_RETURN_IF_ERROR(NeedLive(step, "a", step.a));
+        DMALAB_RETURN_IF_ERROR(NeedLive(step, "b", step.b));
         MakeLive(step.dst, On(step));
         return absl::OkStatus();
       case StepKind::kExpectUnchanged:
         return NeedRetained(step, step.tensor);
       case StepKind::kExpectEqual:
-        if (absl::Status s = NeedLive(step, "a", step.a); !s.ok()) return s;
+        DMALAB_RETURN_IF_ERROR(NeedLive(step, "a", step.a));
         return NeedLive(step, "b", step.b);
       case StepKind::kRepeat:
         iteration_.push_back(0);
         for (int64_t i = 0; i < step.times; ++i) {
           iteration_.back() = i;
           const State before = state_;
-          if (absl::Status s = Walk(step.body); !s.ok()) return s;
+          DMALAB_RETURN_IF_ERROR(Walk(step.body));
           // The walk is a function of the state: once an iteration leaves it unchanged, every
           // later iteration does too.
           if (state_ == before) break;
@@ -202,7 +203,7 @@ class LifetimeWalk {
         in_capture_ = true;
         capture_name_ = step.graph;
         made_in_capture_.clear();
-        if (absl::Status s = Walk(step.body); !s.ok()) return s;
+        DMALAB_RETURN_IF_ERROR(Walk(step.body));
         in_capture_ = false;
         return absl::OkStatus();
       case StepKind::kLaunchGraph:

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "common/core/status_macros.h"
 #include "common/plugin/socket_bootstrap.h"
 #include "common/spmd/lockstep_device.h"
 
@@ -28,7 +29,7 @@ class BootstrapExchange : public LockstepExchange {
     if (data.empty()) return bootstrap_->Broadcast(root, data);
     for (size_t at = 0; at < data.size(); at += kPieceBytes) {
       const size_t n = std::min(kPieceBytes, data.size() - at);
-      if (absl::Status s = bootstrap_->Broadcast(root, data.subspan(at, n)); !s.ok()) return s;
+      DMALAB_RETURN_IF_ERROR(bootstrap_->Broadcast(root, data.subspan(at, n)));
     }
     return absl::OkStatus();
   }

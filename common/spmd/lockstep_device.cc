@@ -181,9 +181,7 @@ absl::StatusOr<StreamId> LockstepDevice::CreateStream(int rank, StreamKind kind,
   }
   StreamInfo info{rank, StreamId(-1)};
   if (rank == me_) {
-    absl::StatusOr<StreamId> s = local_->CreateStream(local_rank_, kind, name);
-    if (!s.ok()) return s.status();
-    info.local = *s;
+    DMALAB_ASSIGN_OR_RETURN(info.local, local_->CreateStream(local_rank_, kind, name));
   }
   streams_.push_back(info);
   return StreamId(static_cast<int32_t>(streams_.size() - 1));
@@ -196,9 +194,7 @@ absl::StatusOr<EventId> LockstepDevice::CreateEvent(int rank) {
   }
   EventInfo info{rank, EventId(-1)};
   if (rank == me_) {
-    absl::StatusOr<EventId> e = local_->CreateEvent(local_rank_);
-    if (!e.ok()) return e.status();
-    info.local = *e;
+    DMALAB_ASSIGN_OR_RETURN(info.local, local_->CreateEvent(local_rank_));
   }
   events_.push_back(info);
   return EventId(static_cast<int32_t>(events_.size() - 1));
@@ -214,39 +210,37 @@ absl::StatusOr<const LockstepDevice::StreamInfo*> LockstepDevice::GetStream(
 }
 
 absl::Status LockstepDevice::RecordEvent(EventId event, StreamId stream) {
-  absl::StatusOr<const StreamInfo*> s = GetStream(stream, "record_event");
-  if (!s.ok()) return s.status();
+  DMALAB_ASSIGN_OR_RETURN(const StreamInfo* s, GetStream(stream, "record_event"));
   if (event.value() < 0 || event.value() >= static_cast<int32_t>(events_.size())) {
     return absl::InvalidArgumentError(
         absl::StrFormat("record_event: event %d is not an event of this device", event));
   }
   const EventInfo& e = events_[event.value()];
-  if (e.rank != (*s)->rank) {
+  if (e.rank != s->rank) {
     return absl::UnimplementedError(absl::StrFormat(
         "record_event: event of rank %d on a stream of rank %d; in lockstep an event stays "
         "within its rank (ranks meet through flags)",
-        e.rank, (*s)->rank));
+        e.rank, s->rank));
   }
   if (e.rank != me_) return absl::OkStatus();
-  return local_->RecordEvent(e.local, (*s)->local);
+  return local_->RecordEvent(e.local, s->local);
 }
 
 absl::Status LockstepDevice::WaitEvent(StreamId stream, EventId event) {
-  absl::StatusOr<const StreamInfo*> s = GetStream(stream, "wait_event");
-  if (!s.ok()) return s.status();
+  DMALAB_ASSIGN_OR_RETURN(const StreamInfo* s, GetStream(stream, "wait_event"));
   if (event.value() < 0 || event.value() >= static_cast<int32_t>(events_.size())) {
     return absl::InvalidArgumentError(
         absl::StrFormat("wait_event: event %d is not an event of this device", event));
   }
   const EventInfo& e = events_[event.value()];
-  if (e.rank != (*s)->rank) {
+  if (e.rank != s->rank) {
     return absl::UnimplementedError(absl::StrFormat(
         "wait_event: event of rank %d waited on a stream of rank %d; in lockstep an event stays "
         "within its rank (ranks meet through flags)",
-        e.rank, (*s)->rank));
+        e.rank, s->rank));
   }
   if (e.rank != me_) return absl::OkStatus();
-  return local_->WaitEvent((*s)->local, e.local);
+  return local_->WaitEvent(s->local, e.local);
 }
 
 absl::StatusOr<LockstepDevice::Allocation*> LockstepDevice::Find(const MemRef& m,
@@ -286,9 +280,7 @@ absl::Status LockstepDevice::Map(Allocation& a, int opener, std::string_view wha
   if (opener != me_) return absl::OkStatus();
   IpcHandle h;
   std::memcpy(h.bytes.data(), payload.data() + 1, h.bytes.size());
-  absl::StatusOr<MemRef> mapping = local_->OpenMemory(local_rank_, h);
-  if (!mapping.ok()) return mapping.status();
-  a.mapping = *mapping;
+  DMALAB_ASSIGN_OR_RETURN(a.mapping, local_->OpenMemory(local_rank_, h));
   return absl::OkStatus();
 }
 
@@ -296,9 +288,8 @@ absl::Status LockstepDevice::Reach(int rank, const std::vector<const MemRef*>& m
                                    std::string_view what) {
   for (const MemRef* m : mems) {
     if (m->rank == rank) continue;
-    absl::StatusOr<Allocation*> a = Find(*m, what);
-    if (!a.ok()) return a.status();
-    if (!(*a)->openers.contains(rank)) DMALAB_RETURN_IF_ERROR(Map(**a, rank, what));
+    DMALAB_ASSIGN_OR_RETURN(auto* a, Find(*m, what));
+    if (!a->openers.contains(rank)) DMALAB_RETURN_IF_ERROR(Map(*a, rank, what));
   }
   return absl::OkStatus();
 }
@@ -310,96 +301,78 @@ absl::Status LockstepDevice::Reach(int rank, std::initializer_list<const MemRef*
 
 absl::StatusOr<MemRef> LockstepDevice::Local(const MemRef& m, std::string_view what) {
   if (m.rank == me_) return MemRef{local_rank_, m.addr, m.bytes, m.alloc_id, m.via_mapping};
-  absl::StatusOr<Allocation*> a = Find(m, what);
-  if (!a.ok()) return a.status();
-  if (!(*a)->mapping.has_value()) {
+  DMALAB_ASSIGN_OR_RETURN(auto* a, Find(m, what));
+  if (!a->mapping.has_value()) {
     return absl::InternalError(absl::StrFormat(
         "%s: rank %d's memory at 0x%x is not mapped on rank %d", what, m.rank, m.addr, me_));
   }
-  const MemRef& map = *(*a)->mapping;
-  return MemRef{local_rank_, map.addr + (m.addr - (*a)->base), m.bytes, map.alloc_id,
-                map.via_mapping};
+  const MemRef& map = *a->mapping;
+  return MemRef{local_rank_, map.addr + (m.addr - a->base), m.bytes, map.alloc_id, map.via_mapping};
 }
 
 absl::Status LockstepDevice::Copy(StreamId stream, const MemRef& dst, const MemRef& src,
                                   std::string_view label) {
-  absl::StatusOr<const StreamInfo*> s = GetStream(stream, "copy");
-  if (!s.ok()) return s.status();
-  DMALAB_RETURN_IF_ERROR(Reach((*s)->rank, {&dst, &src}, label));
-  if ((*s)->rank != me_) return absl::OkStatus();
-  absl::StatusOr<MemRef> d = Local(dst, label);
-  if (!d.ok()) return d.status();
-  absl::StatusOr<MemRef> r = Local(src, label);
-  if (!r.ok()) return r.status();
-  return local_->Copy((*s)->local, *d, *r, label);
+  DMALAB_ASSIGN_OR_RETURN(const StreamInfo* s, GetStream(stream, "copy"));
+  DMALAB_RETURN_IF_ERROR(Reach(s->rank, {&dst, &src}, label));
+  if (s->rank != me_) return absl::OkStatus();
+  DMALAB_ASSIGN_OR_RETURN(MemRef d, Local(dst, label));
+  DMALAB_ASSIGN_OR_RETURN(MemRef r, Local(src, label));
+  return local_->Copy(s->local, d, r, label);
 }
 
 absl::Status LockstepDevice::Reduce(StreamId stream, DType dtype, const Operand& dst,
                                     absl::Span<const Operand> terms, int64_t elems,
                                     std::string_view label) {
-  absl::StatusOr<const StreamInfo*> s = GetStream(stream, "reduce");
-  if (!s.ok()) return s.status();
+  DMALAB_ASSIGN_OR_RETURN(const StreamInfo* s, GetStream(stream, "reduce"));
   std::vector<const MemRef*> mems = {&dst.mem};
   for (const Operand& t : terms) mems.push_back(&t.mem);
-  DMALAB_RETURN_IF_ERROR(Reach((*s)->rank, mems, label));
-  if ((*s)->rank != me_) return absl::OkStatus();
-  absl::StatusOr<MemRef> d = Local(dst.mem, label);
-  if (!d.ok()) return d.status();
+  DMALAB_RETURN_IF_ERROR(Reach(s->rank, mems, label));
+  if (s->rank != me_) return absl::OkStatus();
+  DMALAB_ASSIGN_OR_RETURN(MemRef d, Local(dst.mem, label));
   std::vector<Operand> local_terms;
   for (const Operand& t : terms) {
-    absl::StatusOr<MemRef> m = Local(t.mem, label);
-    if (!m.ok()) return m.status();
-    local_terms.push_back(Operand{*m, t.codec});
+    DMALAB_ASSIGN_OR_RETURN(MemRef m, Local(t.mem, label));
+    local_terms.push_back(Operand{m, t.codec});
   }
-  return local_->Reduce((*s)->local, dtype, Operand{*d, dst.codec}, local_terms, elems, label);
+  return local_->Reduce(s->local, dtype, Operand{d, dst.codec}, local_terms, elems, label);
 }
 
 absl::Status LockstepDevice::SignalFlag(StreamId stream, const MemRef& counter,
                                         const MemRef& peer_flag, std::string_view label) {
-  absl::StatusOr<const StreamInfo*> s = GetStream(stream, "signal_flag");
-  if (!s.ok()) return s.status();
-  DMALAB_RETURN_IF_ERROR(Reach((*s)->rank, {&counter, &peer_flag}, label));
-  if ((*s)->rank != me_) return absl::OkStatus();
-  absl::StatusOr<MemRef> c = Local(counter, label);
-  if (!c.ok()) return c.status();
-  absl::StatusOr<MemRef> f = Local(peer_flag, label);
-  if (!f.ok()) return f.status();
-  return local_->SignalFlag((*s)->local, *c, *f, label);
+  DMALAB_ASSIGN_OR_RETURN(const StreamInfo* s, GetStream(stream, "signal_flag"));
+  DMALAB_RETURN_IF_ERROR(Reach(s->rank, {&counter, &peer_flag}, label));
+  if (s->rank != me_) return absl::OkStatus();
+  DMALAB_ASSIGN_OR_RETURN(MemRef c, Local(counter, label));
+  DMALAB_ASSIGN_OR_RETURN(MemRef f, Local(peer_flag, label));
+  return local_->SignalFlag(s->local, c, f, label);
 }
 
 absl::Status LockstepDevice::WaitFlag(StreamId stream, const MemRef& expected, const MemRef& flag,
                                       std::string_view label) {
-  absl::StatusOr<const StreamInfo*> s = GetStream(stream, "wait_flag");
-  if (!s.ok()) return s.status();
-  DMALAB_RETURN_IF_ERROR(Reach((*s)->rank, {&expected, &flag}, label));
-  if ((*s)->rank != me_) return absl::OkStatus();
-  absl::StatusOr<MemRef> e = Local(expected, label);
-  if (!e.ok()) return e.status();
-  absl::StatusOr<MemRef> f = Local(flag, label);
-  if (!f.ok()) return f.status();
-  return local_->WaitFlag((*s)->local, *e, *f, label);
+  DMALAB_ASSIGN_OR_RETURN(const StreamInfo* s, GetStream(stream, "wait_flag"));
+  DMALAB_RETURN_IF_ERROR(Reach(s->rank, {&expected, &flag}, label));
+  if (s->rank != me_) return absl::OkStatus();
+  DMALAB_ASSIGN_OR_RETURN(MemRef e, Local(expected, label));
+  DMALAB_ASSIGN_OR_RETURN(MemRef f, Local(flag, label));
+  return local_->WaitFlag(s->local, e, f, label);
 }
 
 absl::Status LockstepDevice::WriteValue(StreamId stream, const MemRef& dst, uint64_t value,
                                         std::string_view label) {
-  absl::StatusOr<const StreamInfo*> s = GetStream(stream, "write_value");
-  if (!s.ok()) return s.status();
-  DMALAB_RETURN_IF_ERROR(Reach((*s)->rank, {&dst}, label));
-  if ((*s)->rank != me_) return absl::OkStatus();
-  absl::StatusOr<MemRef> d = Local(dst, label);
-  if (!d.ok()) return d.status();
-  return local_->WriteValue((*s)->local, *d, value, label);
+  DMALAB_ASSIGN_OR_RETURN(const StreamInfo* s, GetStream(stream, "write_value"));
+  DMALAB_RETURN_IF_ERROR(Reach(s->rank, {&dst}, label));
+  if (s->rank != me_) return absl::OkStatus();
+  DMALAB_ASSIGN_OR_RETURN(MemRef d, Local(dst, label));
+  return local_->WriteValue(s->local, d, value, label);
 }
 
 absl::Status LockstepDevice::WaitValue(StreamId stream, const MemRef& flag, uint64_t value,
                                        std::string_view label) {
-  absl::StatusOr<const StreamInfo*> s = GetStream(stream, "wait_value");
-  if (!s.ok()) return s.status();
-  DMALAB_RETURN_IF_ERROR(Reach((*s)->rank, {&flag}, label));
-  if ((*s)->rank != me_) return absl::OkStatus();
-  absl::StatusOr<MemRef> f = Local(flag, label);
-  if (!f.ok()) return f.status();
-  return local_->WaitValue((*s)->local, *f, value, label);
+  DMALAB_ASSIGN_OR_RETURN(const StreamInfo* s, GetStream(stream, "wait_value"));
+  DMALAB_RETURN_IF_ERROR(Reach(s->rank, {&flag}, label));
+  if (s->rank != me_) return absl::OkStatus();
+  DMALAB_ASSIGN_OR_RETURN(MemRef f, Local(flag, label));
+  return local_->WaitValue(s->local, f, value, label);
 }
 
 absl::Status LockstepDevice::Synchronize() {
@@ -411,9 +384,8 @@ absl::Status LockstepDevice::Synchronize() {
 
 absl::Status LockstepDevice::Write(const MemRef& dst, absl::Span<const uint8_t> bytes) {
   if (dst.rank != me_) return absl::OkStatus();  // the owner writes the same bytes
-  absl::StatusOr<MemRef> d = Local(dst, "write");
-  if (!d.ok()) return d.status();
-  return local_->Write(*d, bytes);
+  DMALAB_ASSIGN_OR_RETURN(MemRef d, Local(dst, "write"));
+  return local_->Write(d, bytes);
 }
 
 absl::Status LockstepDevice::Read(const MemRef& src, absl::Span<uint8_t> bytes) {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "common/core/status_macros.h"
 #include "common/plugin/abi_convert.h"
 
 namespace dmalab {
@@ -67,18 +68,15 @@ absl::Status RankApiDevice::CheckRank(int rank, std::string_view what) const {
 }
 
 absl::StatusOr<MemRef> RankApiDevice::Allocate(int rank, uint64_t bytes, std::string_view tag) {
-  if (absl::Status s = CheckRank(rank, "allocate"); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(CheckRank(rank, "allocate"));
   const std::string t(tag);
   dmalab_mem m{};
-  if (absl::Status s = Check(api_->allocate(api_->ctx, bytes, t.c_str(), &m), "allocate");
-      !s.ok()) {
-    return s;
-  }
+  DMALAB_RETURN_IF_ERROR(Check(api_->allocate(api_->ctx, bytes, t.c_str(), &m), "allocate"));
   return FromAbi(m);
 }
 
 absl::Status RankApiDevice::Free(const MemRef& allocation) {
-  if (absl::Status s = CheckRank(allocation.rank, "free"); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(CheckRank(allocation.rank, "free"));
   const dmalab_mem m = MemToAbi(allocation);
   return Check(api_->free(api_->ctx, &m), "free");
 }
@@ -91,22 +89,19 @@ StreamId RankApiDevice::ComputeStream(int rank) {
 
 absl::StatusOr<StreamId> RankApiDevice::CreateStream(int rank, StreamKind kind,
                                                      std::string_view name) {
-  if (absl::Status s = CheckRank(rank, "create_stream"); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(CheckRank(rank, "create_stream"));
   const std::string n(name);
   dmalab_stream s{-1};
-  if (absl::Status st = Check(api_->create_stream(api_->ctx, AbiStreamKind(kind), n.c_str(), &s),
-                              "create_stream");
-      !st.ok()) {
-    return st;
-  }
+  DMALAB_RETURN_IF_ERROR(
+      Check(api_->create_stream(api_->ctx, AbiStreamKind(kind), n.c_str(), &s), "create_stream"));
   streams_.push_back(StreamId(s.id));
   return StreamId(s.id);
 }
 
 absl::StatusOr<EventId> RankApiDevice::CreateEvent(int rank) {
-  if (absl::Status s = CheckRank(rank, "create_event"); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(CheckRank(rank, "create_event"));
   dmalab_event e{-1};
-  if (absl::Status s = Check(api_->create_event(api_->ctx, &e), "create_event"); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(Check(api_->create_event(api_->ctx, &e), "create_event"));
   events_.push_back(EventId(e.id));
   return EventId(e.id);
 }
@@ -201,24 +196,19 @@ bool RankApiDevice::IsCapturing(StreamId /*stream*/) const {
 absl::StatusOr<IpcHandle> RankApiDevice::ExportMemory(const MemRef& allocation) {
   const dmalab_mem m = MemToAbi(allocation);
   dmalab_ipc_mem_handle h{};
-  if (absl::Status s = Check(api_->ipc_get_mem_handle(api_->ctx, &m, &h), "ipc_get_mem_handle");
-      !s.ok()) {
-    return s;
-  }
+  DMALAB_RETURN_IF_ERROR(Check(api_->ipc_get_mem_handle(api_->ctx, &m, &h), "ipc_get_mem_handle"));
   IpcHandle out;
   std::memcpy(out.bytes.data(), h.bytes, DMALAB_IPC_HANDLE_BYTES);
   return out;
 }
 
 absl::StatusOr<MemRef> RankApiDevice::OpenMemory(int rank, const IpcHandle& handle) {
-  if (absl::Status s = CheckRank(rank, "ipc_open_mem_handle"); !s.ok()) return s;
+  DMALAB_RETURN_IF_ERROR(CheckRank(rank, "ipc_open_mem_handle"));
   dmalab_ipc_mem_handle h{};
   std::memcpy(h.bytes, handle.bytes.data(), DMALAB_IPC_HANDLE_BYTES);
   dmalab_mem m{};
-  if (absl::Status s = Check(api_->ipc_open_mem_handle(api_->ctx, &h, &m), "ipc_open_mem_handle");
-      !s.ok()) {
-    return s;
-  }
+  DMALAB_RETURN_IF_ERROR(
+      Check(api_->ipc_open_mem_handle(api_->ctx, &h, &m), "ipc_open_mem_handle"));
   return FromAbi(m);
 }
 

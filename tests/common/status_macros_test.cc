@@ -1,7 +1,9 @@
-// DMALAB_RETURN_IF_ERROR and DMALAB_ASSIGN_OR_RETURN: early returns on errors, values otherwise.
+// DMALAB_RETURN_IF_ERROR and DMALAB_ASSIGN_OR_RETURN: early returns on errors, values otherwise;
+// Prefixed: an error that says where it happened.
 #include "common/core/status_macros.h"
 
 #include <memory>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -38,6 +40,15 @@ absl::StatusOr<int> Unboxed(int n) {
   return *box;
 }
 
+// Braced arguments hold commas outside parentheses; the macros take them whole.
+absl::Status CheckPair(std::pair<int, int> p) { return CheckEven(p.first + p.second); }
+absl::StatusOr<int> HalfPair(std::pair<int, int> p) { return Half(p.first + p.second); }
+absl::StatusOr<int> Braced(int a, int b) {
+  DMALAB_RETURN_IF_ERROR(CheckPair({a, b}));
+  DMALAB_ASSIGN_OR_RETURN(const int half, HalfPair({a, b}));
+  return half;
+}
+
 TEST(StatusMacrosTest, ReturnIfErrorReturnsOnlyErrors) {
   EXPECT_TRUE(CheckEven(4).ok());
   EXPECT_EQ(CheckEven(3).message(), "3 is odd");
@@ -49,6 +60,18 @@ TEST(StatusMacrosTest, AssignOrReturnDeclaresOrAssignsAndReturnsTheFirstError) {
   EXPECT_EQ(Quarter(6).status().message(), "3 is odd");
   EXPECT_EQ(*Unboxed(7), 7);
   EXPECT_EQ(Unboxed(-1).status().code(), absl::StatusCode::kOutOfRange);
+}
+
+TEST(StatusMacrosTest, MacrosTakeBracedArguments) {
+  EXPECT_EQ(*Braced(1, 3), 2);
+  EXPECT_EQ(Braced(1, 2).status().message(), "3 is odd");
+}
+
+TEST(StatusMacrosTest, PrefixedKeepsTheCodeAndOk) {
+  const absl::Status s = Prefixed("close: ", absl::NotFoundError("no mapping"));
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(s.message(), "close: no mapping");
+  EXPECT_TRUE(Prefixed("close: ", absl::OkStatus()).ok());
 }
 
 }  // namespace
