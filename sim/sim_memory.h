@@ -28,8 +28,8 @@
 
 #include "absl/container/node_hash_map.h"
 #include "absl/status/statusor.h"
-#include "dmalab/tensor.h"
 #include "common/core/host_block_pool.h"
+#include "dmalab/tensor.h"
 
 namespace dmalab {
 

@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "common/core/host_block_pool.h"
 #include "dmalab/device.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "common/core/host_block_pool.h"
 #include "sim/sim_device.h"
 
 namespace dmalab {
