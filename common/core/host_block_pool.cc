@@ -23,9 +23,14 @@ class Pool {
  public:
   absl::StatusOr<uint8_t*> Acquire(uint64_t bytes) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = kept_.find(bytes); it != kept_.end()) {
+    // A kept block of that size, else the front of the smallest larger one, whose rest stays
+    // kept (a mapping's pages unmap on their own, so a block splits at any multiple of the
+    // alignment): its pages were touched already, where a new mapping's would be first touched.
+    if (auto it = kept_.lower_bound(bytes); it != kept_.end()) {
+      const uint64_t size = it->first;
       uint8_t* data = it->second;
       kept_.erase(it);
+      if (size > bytes) kept_.emplace(size - bytes, data + bytes);
       stats_.kept -= bytes;
       stats_.in_use += bytes;
       return data;

@@ -41,8 +41,8 @@ class HostBlock {
   uint64_t bytes_ = 0;
 };
 
-// A block of exactly `bytes` (a multiple of kHostBlockAlign): a kept one of that size, else a
-// new mapping. Its contents are unspecified. Fails with ResourceExhausted, naming the size and
+// A block of exactly `bytes` (a multiple of kHostBlockAlign): a kept one of that size, else the
+// front of the smallest larger kept one (its rest stays kept), else a new mapping. Its contents are unspecified. Fails with ResourceExhausted, naming the size and
 // the system's reason, when the host cannot map it; never aborts. Thread-safe.
 absl::StatusOr<HostBlock> AcquireHostBlock(uint64_t bytes);
 
