@@ -240,25 +240,18 @@ absl::StatusOr<LaunchResult> LaunchRanks(const LaunchOptions& options) {
   const Clock::time_point deadline = Clock::now() + ToClock(options.timeout);
   int running = w;
   while (running > 0) {
-    // Of the ranks found failed in one look, a signal's victim is the likelier cause (the
-    // others then fail for want of it); among equals the lowest rank.
-    int failed = -1;
+    int failed = -1;  // the lowest rank found failed in this look
     for (int r = 0; r < w; ++r) {
       if (pids[r] <= 0 || !Reap(pids[r], &result.ranks[r], /*block=*/false)) continue;
       pids[r] = 0;
       --running;
-      const RankEnd& end = result.ranks[r];
-      if (end.finished(options.finished_status)) continue;
-      if (failed < 0 || (end.how == RankEnd::How::kSignaled &&
-                         result.ranks[failed].how != RankEnd::How::kSignaled)) {
-        failed = r;
-      }
+      if (failed < 0 && !result.ranks[r].finished(options.finished_status)) failed = r;
     }
     if (failed >= 0) {
       EndAll(pids, result.ranks, options.settle, options.kill_grace);
-      // A rank that a signal ended may become reapable after the peers that failed for want of
-      // it (its sockets close before it is a zombie, the more so while it dumps core): one that
-      // ended by a signal in the settle time, not the launcher's, is still the likelier cause.
+      // A rank that a signal ended (not the launcher's) is the likelier cause: the others then
+      // fail for want of it. It may be found after them, in this look or in the settle time: its
+      // sockets close before it can be reaped, the more so while it dumps core.
       if (result.ranks[failed].how != RankEnd::How::kSignaled) {
         for (int r = 0; r < w; ++r) {
           const RankEnd& end = result.ranks[r];

@@ -339,18 +339,9 @@ void BeginReport(const DemoCommand& c, const DemoSettings& s, DemoRun& run, Json
   json.BeginObject();
   WriteJsonPreamble(json, "demo");
   json.Key("collective").String(run.collective().name()).Key("backend").String(c.backend);
-  json.Key("scheduling_seed");
-  if (sim != nullptr) {
-    json.UInt(sim->seed());
-  } else {
-    json.Null();
-  }
-  json.Key("perturb_seed");
-  if (c.perturb) {
-    json.UInt(*c.perturb);
-  } else {
-    json.Null();
-  }
+  json.Key("scheduling_seed")
+      .OptionalUInt(sim != nullptr ? std::optional<uint64_t>(sim->seed()) : std::nullopt);
+  json.Key("perturb_seed").OptionalUInt(c.perturb);
   json.Key("ranks").Int(c.ranks);
   json.Key("dtype").String(DTypeName(s.dtype)).Key("wire").String(WireLabel(s.wire, s.dtype));
   json.Key("faults").String(s.faults.ToString()).Key("min_bytes").UInt(c.min_bytes);

@@ -737,12 +737,7 @@ std::string FormatZooJson(const ZooReport& report, const ZooOptions& options) {
   WriteJsonPreamble(w, "zoo");
   w.Key("collective").String(options.collective).Key("backend").String(options.backend);
   w.Key("fidelity").String(FidelityName(options.fidelity)).Key("seeds").Int(options.seeds);
-  w.Key("size_seeds").Int(options.size_seeds).Key("perturb");
-  if (options.perturb) {
-    w.UInt(*options.perturb);
-  } else {
-    w.Null();
-  }
+  w.Key("size_seeds").Int(options.size_seeds).Key("perturb").OptionalUInt(options.perturb);
   w.Key("faults").BeginArray();
   for (const ZooRow& row : report.faults) {
     w.BeginObject().Key("fault").String(FaultName(row.fault)).Key("scenario").String(row.scenario);

@@ -21,6 +21,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/string_view.h"
 
 namespace dmalab {
 
@@ -62,21 +64,10 @@ class EnumTable {
   // Find, with the table's error for a name it does not know.
   absl::StatusOr<E> Parse(std::string_view name) const {
     if (std::optional<E> value = Find(name)) return *value;
-    constexpr std::string_view kName = "{name}", kAllowed = "{allowed}";
-    std::string message;
-    for (size_t i = 0; i < unknown_.size();) {
-      const std::string_view rest = unknown_.substr(i);
-      if (rest.starts_with(kName)) {
-        message += name;
-        i += kName.size();
-      } else if (rest.starts_with(kAllowed)) {
-        message += Allowed();
-        i += kAllowed.size();
-      } else {
-        message += unknown_[i++];
-      }
-    }
-    return absl::InvalidArgumentError(message);
+    const std::string allowed = Allowed();
+    return absl::InvalidArgumentError(absl::StrReplaceAll(
+        absl::string_view(unknown_.data(), unknown_.size()),
+        {{"{name}", absl::string_view(name.data(), name.size())}, {"{allowed}", allowed}}));
   }
 
   // The listed names in table order, joined by `sep`: "bf16, fp16, fp32".

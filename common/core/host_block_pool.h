@@ -42,8 +42,9 @@ class HostBlock {
 };
 
 // A block of exactly `bytes` (a multiple of kHostBlockAlign): a kept one of that size, else the
-// front of the smallest larger kept one (its rest stays kept), else a new mapping. Its contents are unspecified. Fails with ResourceExhausted, naming the size and
-// the system's reason, when the host cannot map it; never aborts. Thread-safe.
+// front of the smallest larger kept one (its rest stays kept), else a new mapping. Its contents are
+// unspecified. Fails with ResourceExhausted, naming the size and the system's reason, when the host
+// cannot map it; never aborts. Thread-safe.
 absl::StatusOr<HostBlock> AcquireHostBlock(uint64_t bytes);
 
 inline constexpr uint64_t kHostBlockAlign = uint64_t{2} << 20;

@@ -141,4 +141,8 @@ JsonWriter& JsonWriter::Null() {
   return *this;
 }
 
+JsonWriter& JsonWriter::OptionalUInt(std::optional<uint64_t> value) {
+  return value ? UInt(*value) : Null();
+}
+
 }  // namespace dmalab

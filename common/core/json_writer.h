@@ -10,6 +10,7 @@
 #define DMALAB_COMMON_CORE_JSON_WRITER_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,6 +31,8 @@ class JsonWriter {
   JsonWriter& Double(double value);  // null when not finite
   JsonWriter& Bool(bool value);
   JsonWriter& Null();
+  // The value, or null when there is none.
+  JsonWriter& OptionalUInt(std::optional<uint64_t> value);
 
   // The text written so far.
   const std::string& str() const { return out_; }

@@ -203,18 +203,8 @@ std::string FormatReportJson(const ReplayReport& r) {
   w.Key("fidelity").String(r.fidelity);
   w.Key("world").Int(r.world).Key("wire").String(r.wire).Key("faults").String(r.faults);
   w.Key("seed").UInt(r.seed);
-  w.Key("scheduling_seed");
-  if (r.scheduling_seed) {
-    w.UInt(*r.scheduling_seed);
-  } else {
-    w.Null();
-  }
-  w.Key("perturb_seed");
-  if (r.perturb_seed) {
-    w.UInt(*r.perturb_seed);
-  } else {
-    w.Null();
-  }
+  w.Key("scheduling_seed").OptionalUInt(r.scheduling_seed);
+  w.Key("perturb_seed").OptionalUInt(r.perturb_seed);
   w.Key("steps_executed").Int(r.steps_executed);
   w.Key("all_reduces").BeginArray();
   for (const AllReduceRecord& a : r.all_reduces) {
