@@ -1,5 +1,6 @@
 #include "common/core/host_block_pool.h"
 
+#include <pthread.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <iterator>
 #include <map>
 #include <mutex>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -19,55 +21,87 @@ namespace {
 // Blocks of at least this many bytes are backed by huge pages where the kernel allows.
 constexpr uint64_t kHugePageBlockBytes = uint64_t{8} << 20;
 
+class Pool;
+Pool& ThePool();
+
 class Pool {
  public:
+  Pool() {
+    // A forked child (a worker process) starts with no kept blocks (they are not mapped there:
+    // MADV_DONTFORK), and with the lock free even when another thread held it at the fork.
+    pthread_atfork([] { ThePool().mu_.lock(); }, [] { ThePool().mu_.unlock(); },
+                   [] { ThePool().ForgetKeptInChild(); });  // the child's only thread holds it
+  }
+
   absl::StatusOr<uint8_t*> Acquire(uint64_t bytes) {
     std::lock_guard<std::mutex> lock(mu_);
     // A kept block of that size, else the front of the smallest larger one, whose rest stays
     // kept (a mapping's pages unmap on their own, so a block splits at any multiple of the
     // alignment): its pages were touched already, where a new mapping's would be first touched.
-    if (auto it = kept_.lower_bound(bytes); it != kept_.end()) {
-      const uint64_t size = it->first;
-      uint8_t* data = it->second;
-      kept_.erase(it);
-      if (size > bytes) kept_.emplace(size - bytes, data + bytes);
+    if (auto it = by_size_.lower_bound({bytes, nullptr}); it != by_size_.end()) {
+      const auto [size, data] = *it;
+      EraseKept(data, size);
+      if (size > bytes) InsertKept(data + bytes, size - bytes);
+      Share(data, bytes);
       stats_.kept -= bytes;
       stats_.in_use += bytes;
       return data;
     }
-    // Release kept blocks, largest first, until in-use plus kept plus this block fit within the
-    // peak in use (or within in-use plus this block, when that is a new peak).
-    const uint64_t peak = std::max(stats_.peak_in_use, stats_.in_use + bytes);
-    while (!kept_.empty() && stats_.in_use + stats_.kept + bytes > peak) {
-      auto largest = std::prev(kept_.end());
-      munmap(largest->second, largest->first);
-      stats_.kept -= largest->first;
-      kept_.erase(largest);
+    // No kept block is large enough: map a new range and move the kept blocks' pages into it,
+    // largest first, so that only the shortfall is fresh memory. Moving remaps pages (mremap), it
+    // copies nothing, so what the process touched once it never touches fresh again, whatever
+    // the order of sizes it asks for.
+    DMALAB_ASSIGN_OR_RETURN(uint8_t* const data, MapAligned(bytes));
+    uint64_t filled = 0;
+    while (filled < bytes && !by_size_.empty()) {
+      const auto [size, from] = *std::prev(by_size_.end());
+      const uint64_t n = std::min(size, bytes - filled);
+      if (mremap(from, n, n, MREMAP_MAYMOVE | MREMAP_FIXED, data + filled) == MAP_FAILED) break;
+      EraseKept(from, size);
+      if (size > n) InsertKept(from + n, size - n);
+      stats_.kept -= n;
+      stats_.moved_total += n;
+      filled += n;
     }
-    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
-      const int err = errno;
-      return absl::ResourceExhaustedError(absl::StrFormat(
-          "cannot map %d bytes (%.1f MiB) of host memory for simulated device memory: %s "
-          "(the process holds %d bytes of it in use)",
-          bytes, bytes / 1048576.0, std::strerror(err), stats_.in_use));
-    }
-    // Large blocks in huge pages: a tensor's block is touched whole, and one fault per 2 MiB
-    // instead of per 4 KiB makes first touch several times cheaper (page tables, TLB). Small
-    // blocks (flags, counters) keep small pages, so that their untouched bytes cost no memory.
-    // Only a hint: where the kernel has no huge pages, nothing changes.
-    if (bytes >= kHugePageBlockBytes) madvise(p, bytes, MADV_HUGEPAGE);
+    Share(data, bytes);
     stats_.in_use += bytes;
-    stats_.peak_in_use = peak;
-    stats_.mapped_total += bytes;
-    return static_cast<uint8_t*>(p);
+    stats_.peak_in_use = std::max(stats_.peak_in_use, stats_.in_use);
+    stats_.mapped_total += bytes - filled;
+    return data;
   }
 
   void Release(uint8_t* data, uint64_t bytes) {
     std::lock_guard<std::mutex> lock(mu_);
     stats_.in_use -= bytes;
     stats_.kept += bytes;
-    kept_.emplace(bytes, data);
+    // Not for forked children: a worker that wrote to an inherited kept page would copy it.
+    madvise(data, bytes, MADV_DONTFORK);
+    // Joined with its neighbours in the address space, so that a larger request can take them
+    // as one block.
+    if (auto next = by_addr_.find(data + bytes); next != by_addr_.end()) {
+      const uint64_t next_size = next->second;
+      EraseKept(data + bytes, next_size);
+      bytes += next_size;
+    }
+    if (auto next = by_addr_.lower_bound(data); next != by_addr_.begin()) {
+      const auto [prev_data, prev_size] = *std::prev(next);
+      if (prev_data + prev_size == data) {
+        EraseKept(prev_data, prev_size);
+        data = prev_data;
+        bytes += prev_size;
+      }
+    }
+    InsertKept(data, bytes);
+  }
+
+  uint64_t Trim() {
+    std::lock_guard<std::mutex> lock(mu_);
+    const uint64_t released = stats_.kept;
+    for (const auto& [data, size] : by_addr_) munmap(data, size);
+    by_addr_.clear();
+    by_size_.clear();
+    stats_.kept = 0;
+    return released;
   }
 
   HostBlockPoolStats Stats() {
@@ -76,8 +110,56 @@ class Pool {
   }
 
  private:
+  // A new mapping of `bytes`, its start aligned to kHostBlockAlign so that its huge pages line
+  // up with the kernel's and a move between two blocks keeps them whole.
+  absl::StatusOr<uint8_t*> MapAligned(uint64_t bytes) {
+    const uint64_t span = bytes + kHostBlockAlign;
+    void* p = span < bytes
+                  ? MAP_FAILED
+                  : mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+      const int err = span < bytes ? ENOMEM : errno;
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "cannot map %d bytes (%.1f MiB) of host memory for simulated device memory: %s "
+          "(the process holds %d bytes of it in use)",
+          bytes, bytes / 1048576.0, std::strerror(err), stats_.in_use));
+    }
+    auto* const raw = static_cast<uint8_t*>(p);
+    const uint64_t head =
+        (kHostBlockAlign - reinterpret_cast<uintptr_t>(raw) % kHostBlockAlign) % kHostBlockAlign;
+    if (head > 0) munmap(raw, head);
+    munmap(raw + head + bytes, kHostBlockAlign - head);
+    uint8_t* const data = raw + head;
+    // Large blocks in huge pages: a tensor's block is touched whole, and one fault per 2 MiB
+    // instead of per 4 KiB makes first touch several times cheaper (page tables, TLB). Small
+    // blocks (flags, counters) keep small pages, so that their untouched bytes cost no memory.
+    // Only a hint: where the kernel has no huge pages, nothing changes.
+    if (bytes >= kHugePageBlockBytes) madvise(data, bytes, MADV_HUGEPAGE);
+    return data;
+  }
+
+  // A block handed out is inherited by forked children again (they may read what it holds).
+  static void Share(uint8_t* data, uint64_t bytes) { madvise(data, bytes, MADV_DOFORK); }
+
+  void InsertKept(uint8_t* data, uint64_t bytes) {
+    by_addr_.emplace(data, bytes);
+    by_size_.emplace(bytes, data);
+  }
+  void EraseKept(uint8_t* data, uint64_t bytes) {
+    by_addr_.erase(data);
+    by_size_.erase({bytes, data});
+  }
+
+  void ForgetKeptInChild() {
+    by_addr_.clear();
+    by_size_.clear();
+    stats_.kept = 0;
+    mu_.unlock();
+  }
+
   std::mutex mu_;
-  std::multimap<uint64_t, uint8_t*> kept_;  // by size
+  std::map<uint8_t*, uint64_t> by_addr_;             // kept blocks: start -> size
+  std::set<std::pair<uint64_t, uint8_t*>> by_size_;  // kept blocks: (size, start)
   HostBlockPoolStats stats_;
 };
 
@@ -113,6 +195,8 @@ absl::StatusOr<HostBlock> AcquireHostBlock(uint64_t bytes) {
   DMALAB_ASSIGN_OR_RETURN(auto* data, ThePool().Acquire(bytes));
   return HostBlock(data, bytes);
 }
+
+uint64_t TrimHostBlockPool() { return ThePool().Trim(); }
 
 HostBlockPoolStats GetHostBlockPoolStats() { return ThePool().Stats(); }
 

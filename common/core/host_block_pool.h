@@ -9,9 +9,14 @@
 // with its fresh pattern before anything reads them, so nothing can tell a recycled block from
 // a new one.
 //
-// Bound: a released block is kept only while the blocks kept plus the blocks in use stay within
-// the most the process has had in use at once; a miss releases kept blocks before it maps a new
-// one. So the process never holds more than its peak in-use bytes.
+// Any order of sizes: a released block joins its neighbours in the address space, and a request
+// larger than every kept block is a new mapping into which the kept blocks' pages are moved
+// (mremap: page tables change, no byte is copied or faulted), so that only the shortfall is
+// fresh memory. So the process holds at most its peak in-use bytes, and touches fresh memory only
+// when its use grows past that peak.
+//
+// Forked children (worker processes) inherit no kept block: theirs would be copy-on-write pages
+// of the parent, dearer to write than fresh ones.
 #ifndef DMALAB_COMMON_CORE_HOST_BLOCK_POOL_H_
 #define DMALAB_COMMON_CORE_HOST_BLOCK_POOL_H_
 
@@ -42,19 +47,24 @@ class HostBlock {
 };
 
 // A block of exactly `bytes` (a multiple of kHostBlockAlign): a kept one of that size, else the
-// front of the smallest larger kept one (its rest stays kept), else a new mapping. Its contents are
-// unspecified. Fails with ResourceExhausted, naming the size and the system's reason, when the host
-// cannot map it; never aborts. Thread-safe.
+// front of the smallest larger kept one (its rest stays kept), else a new mapping holding the kept
+// blocks' pages. Its contents are unspecified. Fails with ResourceExhausted, naming the size and
+// the system's reason, when the host cannot map it; never aborts. Thread-safe.
 absl::StatusOr<HostBlock> AcquireHostBlock(uint64_t bytes);
 
 inline constexpr uint64_t kHostBlockAlign = uint64_t{2} << 20;
+
+// Gives the kept blocks back to the system; returns their bytes. For a process about to need its
+// memory elsewhere, and for tests that need an empty pool.
+uint64_t TrimHostBlockPool();
 
 // What the pool holds now: blocks in use and kept for reuse, in bytes (for tests and reports).
 struct HostBlockPoolStats {
   uint64_t in_use = 0;
   uint64_t kept = 0;
   uint64_t peak_in_use = 0;
-  uint64_t mapped_total = 0;  // bytes ever mapped
+  uint64_t mapped_total = 0;  // bytes ever mapped fresh
+  uint64_t moved_total = 0;   // bytes of kept blocks moved into a larger block
 };
 HostBlockPoolStats GetHostBlockPoolStats();
 

@@ -242,54 +242,5 @@ TEST(SimMemoryLazyTest, GeneratedBytesReadAsWrittenAndAreProducedOnlyWhereRead) 
   EXPECT_FALSE(m.HasLazy(lo, bytes));
 }
 
-// A smaller request takes the front of a larger kept block, and its rest serves the next one:
-// nothing new is mapped, and the pieces are the block's own bytes.
-TEST(HostBlockPoolTest, ASmallerRequestSplitsALargerKeptBlock) {
-  // Sizes no other test maps (never touched: they cost no memory).
-  const uint64_t big = 101 * kHostBlockAlign;
-  uint8_t* start = nullptr;
-  {
-    absl::StatusOr<HostBlock> a = AcquireHostBlock(big);
-    ASSERT_TRUE(a.ok());
-    start = a->data();
-  }  // kept
-  const HostBlockPoolStats kept = GetHostBlockPoolStats();
-  absl::StatusOr<HostBlock> front = AcquireHostBlock(60 * kHostBlockAlign);
-  ASSERT_TRUE(front.ok());
-  absl::StatusOr<HostBlock> rest = AcquireHostBlock(41 * kHostBlockAlign);
-  ASSERT_TRUE(rest.ok());
-  EXPECT_EQ(GetHostBlockPoolStats().mapped_total, kept.mapped_total);
-  EXPECT_EQ(front->data(), start);
-  EXPECT_EQ(rest->data(), start + 60 * kHostBlockAlign);
-  EXPECT_EQ(front->bytes(), 60 * kHostBlockAlign);
-  EXPECT_EQ(rest->bytes(), 41 * kHostBlockAlign);
-  EXPECT_EQ(GetHostBlockPoolStats().in_use, kept.in_use + big);
-}
-
-TEST(HostBlockPoolTest, KeepsNoMoreThanThePeakInUse) {
-  const uint64_t size_a = 5 * kHostBlockAlign, size_b = 7 * kHostBlockAlign;
-  {
-    absl::StatusOr<HostBlock> a = AcquireHostBlock(size_a);
-    ASSERT_TRUE(a.ok());
-  }  // kept
-  const HostBlockPoolStats kept = GetHostBlockPoolStats();
-  {
-    absl::StatusOr<HostBlock> b = AcquireHostBlock(size_b);  // a miss: another size
-    ASSERT_TRUE(b.ok());
-    const HostBlockPoolStats now = GetHostBlockPoolStats();
-    EXPECT_LE(now.in_use + now.kept, now.peak_in_use);
-    EXPECT_GE(now.peak_in_use, kept.peak_in_use);
-  }
-  EXPECT_EQ(AcquireHostBlock(0).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(AcquireHostBlock(4096).status().code(), absl::StatusCode::kInvalidArgument);
-}
-
-TEST(HostBlockPoolTest, AnUnmappableSizeIsAnErrorNotAnAbort) {
-  absl::StatusOr<HostBlock> b = AcquireHostBlock(uint64_t{1} << 62);
-  ASSERT_FALSE(b.ok());
-  EXPECT_EQ(b.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_THAT(std::string(b.status().message()), HasSubstr("cannot map 4611686018427387904 bytes"));
-}
-
 }  // namespace
 }  // namespace dmalab
