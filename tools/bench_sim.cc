@@ -11,6 +11,9 @@
 //     simulator's figures (tools/bench_ratios divides by the 1 GiB one);
 //   - BM_ReplayScenario: whole-model scenarios (GLM-class and Llama-class TP8 prefill) replayed
 //     end to end with every checker on, per fidelity;
+//   - BM_FoundingReplay: the founding-incident scenario in the values fidelity, one seed after
+//     another in one process, as `dmalab replay --seeds=N` and the zoo run it (the first replay,
+//     which touches the process's memory for the first time, is outside the timed loop);
 //   - BM_PlanRing: the planner's cost for one all-reduce (plans are built once per shape and
 //     cached by DmaAllReduce, so this is a one-time cost per shape).
 // Times are wall-clock times. Run from the repository root (scenario paths are relative to it).
@@ -158,6 +161,35 @@ BENCHMARK(BM_ReplayScenario)
     ->Unit(benchmark::kMillisecond)
     ->MinTime(0.5)  // one replay in the values fidelity, several in the shadow
     ->UseRealTime();
+
+// The founding incident's replay, per seed of a campaign: each iteration builds a device and
+// replays the scenario with a new scheduling seed, with every checker on.
+void BM_FoundingReplay(benchmark::State& state) {
+  absl::StatusOr<Scenario> scenario = LoadScenarioFile("scenarios/glm52_tp4_layer0_residual.yaml");
+  if (!scenario.ok()) {
+    state.SkipWithError("cannot load the scenario (run from the repository root)");
+    return;
+  }
+  uint64_t seed = 1;
+  const auto replay = [&] {
+    SimDevice device(scenario->world, seed++, Fidelity::kValues);
+    ReplayOptions options;
+    options.poll_device_findings = NewFindingsPoller(device);
+    absl::StatusOr<ReplayReport> report = Replay(*scenario, &device, options);
+    return report.ok() && report->pass();
+  };
+  if (!replay()) {  // the campaign's first seed
+    state.SkipWithError("the replay failed");
+    return;
+  }
+  for (auto _ : state) {
+    if (!replay()) {
+      state.SkipWithError("the replay failed");
+      break;
+    }
+  }
+}
+BENCHMARK(BM_FoundingReplay)->Unit(benchmark::kMillisecond)->MinTime(2.0)->UseRealTime();
 
 // The plan of one all-reduce: every rank's op list, for W ranks and a 16 MiB bf16 tensor.
 void BM_PlanRing(benchmark::State& state) {

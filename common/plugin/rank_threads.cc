@@ -4,7 +4,8 @@
 
 namespace dmalab {
 
-RankThreads::RankThreads(int world, uint64_t seed) : world_(world), rng_(seed), ranks_(world) {
+RankThreads::RankThreads(int world, uint64_t seed)
+    : world_(world), rng_(seed), wake_(world + 1), ranks_(world) {
   for (int r = 0; r < world; ++r) threads_.emplace_back([this, r] { Main(r); });
 }
 
@@ -13,19 +14,21 @@ RankThreads::~RankThreads() {
     std::lock_guard<std::mutex> lock(mu_);
     quit_ = true;
   }
-  cv_.notify_all();
+  for (std::condition_variable& cv : wake_) cv.notify_all();
   for (std::thread& t : threads_) t.join();
 }
 
+std::condition_variable& RankThreads::WakeOf(int rank) { return wake_[rank + 1]; }
+
 void RankThreads::AwaitTurn(int rank, std::unique_lock<std::mutex>& lock) {
-  cv_.wait(lock, [&] { return turn_ == rank; });
+  WakeOf(rank).wait(lock, [&] { return turn_ == rank; });
 }
 
 void RankThreads::Main(int rank) {
   uint64_t seen = 0;
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    cv_.wait(lock, [&] { return quit_ || (generation_ != seen && turn_ == rank); });
+    WakeOf(rank).wait(lock, [&] { return quit_ || (generation_ != seen && turn_ == rank); });
     if (quit_) return;
     seen = generation_;
     lock.unlock();
@@ -60,7 +63,7 @@ void RankThreads::PassTurn() {
     next.state = State::kRunnable;
     next.ready = nullptr;
   }
-  cv_.notify_all();
+  WakeOf(turn_).notify_one();  // only the thread whose turn it is: the others sleep on
 }
 
 std::vector<absl::Status> RankThreads::Run(const std::function<absl::Status(int)>& body) {

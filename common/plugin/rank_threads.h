@@ -57,8 +57,12 @@ class RankThreads {
 
   const int world_;
   std::mt19937_64 rng_;
+  // The thread whose turn it is (a rank's, or the caller's) is woken alone: with one condition
+  // variable for all, every pass woke every thread, and W - 1 of them went back to sleep.
+  std::condition_variable& WakeOf(int rank);
+
   std::mutex mu_;
-  std::condition_variable cv_;
+  std::vector<std::condition_variable> wake_;  // by rank + 1; the caller's first
   std::vector<Rank> ranks_;
   int turn_ = kCaller;
   uint64_t generation_ = 0;  // one per Run
