@@ -6,6 +6,8 @@
 #ifndef DMALAB_COMMON_PLUGIN_RANK_THREADS_H_
 #define DMALAB_COMMON_PLUGIN_RANK_THREADS_H_
 
+#include <sched.h>
+
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -60,10 +62,14 @@ class RankThreads {
   // The thread whose turn it is (a rank's, or the caller's) is woken alone: with one condition
   // variable for all, every pass woke every thread, and W - 1 of them went back to sleep.
   std::condition_variable& WakeOf(int rank);
+  // Puts the caller on the CPU it is on, and has the ranks' threads follow it (mu_ held).
+  void ShareCallersCpu();
 
   std::mutex mu_;
   std::vector<std::condition_variable> wake_;  // by rank + 1; the caller's first
   std::vector<Rank> ranks_;
+  cpu_set_t run_cpu_;  // ShareCallersCpu's CPU, when share_cpu_
+  bool share_cpu_ = false;
   int turn_ = kCaller;
   uint64_t generation_ = 0;  // one per Run
   bool quit_ = false;
