@@ -1371,14 +1371,13 @@ absl::StatusOr<Provenance> SimDevice::ReadProvenance(const MemRef& src_view) {
   return shadow_[src.rank].Get(src.addr, src.end());
 }
 
-absl::Status SimDevice::Read(const MemRef& src_view, absl::Span<uint8_t> bytes) {
+absl::Status SimDevice::StartHostRead(MemRef& src, uint64_t buffer_bytes) {
   DMALAB_RETURN_IF_ERROR(RefuseDuringCapture("read"));
   DMALAB_RETURN_IF_ERROR(CompleteForHost());
-  MemRef src = src_view;
   DMALAB_RETURN_IF_ERROR(CheckMem(src, "read src"));
-  if (bytes.size() != src.bytes) {
+  if (buffer_bytes != src.bytes) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "read: src is %d bytes, buffer is %d; must match", src.bytes, bytes.size()));
+        "read: src is %d bytes, buffer is %d; must match", src.bytes, buffer_bytes));
   }
   if (fidelity_ == Fidelity::kShadow) {
     return absl::FailedPreconditionError(absl::StrFormat(
@@ -1389,7 +1388,51 @@ absl::Status SimDevice::Read(const MemRef& src_view, absl::Span<uint8_t> bytes) 
   CheckLifetime(-1, src);
   races_.Read(src.rank, src.addr, src.end(),
               dmalab::Access{kHostTimeline, host_clock_.Get(kHostTimeline), -1}, host_clock_);
+  return absl::OkStatus();
+}
+
+absl::Status SimDevice::Read(const MemRef& src_view, absl::Span<uint8_t> bytes) {
+  MemRef src = src_view;
+  DMALAB_RETURN_IF_ERROR(StartHostRead(src, bytes.size()));
   return memory_[src.rank].CopyOut(src.addr, src.bytes, bytes.data());
+}
+
+absl::Status SimDevice::ReadPieces(absl::Span<const MemRef> srcs, uint64_t piece_bytes,
+                                   PieceConsumer consume) {
+  if (srcs.empty()) return absl::OkStatus();
+  const uint64_t bytes = srcs[0].bytes;
+  for (size_t i = 0; i < srcs.size(); ++i) {
+    if (srcs[i].bytes != bytes) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "read in pieces: src %d is %d bytes, src 0 %d; must be equal", i, srcs[i].bytes, bytes));
+    }
+  }
+  if (piece_bytes == 0) {
+    return absl::InvalidArgumentError("read in pieces: the piece size must be positive");
+  }
+  // Every check first, in src order as Reads of each would make them: copying changes nothing
+  // the checkers see, so their findings are those of a Read per src, whatever the piece size.
+  std::vector<MemRef> started;
+  absl::Status failed;
+  for (const MemRef& view : srcs) {
+    MemRef src = view;
+    failed = StartHostRead(src, src.bytes);
+    if (!failed.ok()) break;
+    started.push_back(src);
+  }
+  const uint64_t piece = std::min(piece_bytes, bytes);
+  read_pieces_.resize(started.size() * piece);
+  std::vector<absl::Span<const uint8_t>> pieces(started.size());
+  for (uint64_t offset = 0; !started.empty() && offset < bytes; offset += piece) {
+    const uint64_t n = std::min(piece, bytes - offset);
+    for (size_t i = 0; i < started.size(); ++i) {
+      uint8_t* at = read_pieces_.data() + i * piece;
+      DMALAB_RETURN_IF_ERROR(memory_[started[i].rank].CopyOut(started[i].addr + offset, n, at));
+      pieces[i] = absl::MakeConstSpan(at, n);
+    }
+    DMALAB_RETURN_IF_ERROR(consume(offset, pieces));
+  }
+  return failed;
 }
 
 absl::StatusOr<GraphId> SimDevice::CaptureGraph(const std::function<absl::Status()>& body) {

@@ -78,6 +78,11 @@ class SimDevice : public Device {
   absl::Status Synchronize() override;
   absl::Status Write(const MemRef& dst, absl::Span<const uint8_t> bytes) override;
   absl::Status Read(const MemRef& src, absl::Span<uint8_t> bytes) override;
+  // Values fidelity: every src is checked and recorded once, as its Read, before the pieces are
+  // copied, so the checkers see one host read of each whole range, as from Read.
+  bool ReadsInPieces() const override { return fidelity_ == Fidelity::kValues; }
+  absl::Status ReadPieces(absl::Span<const MemRef> srcs, uint64_t piece_bytes,
+                          PieceConsumer consume) override;
   // Values fidelity: the bytes are produced only where something reads them (sim/sim_memory.h).
   absl::Status WriteGenerated(const MemRef& dst,
                               std::shared_ptr<const GeneratedContent> content) override;
@@ -242,6 +247,10 @@ class SimDevice : public Device {
   // (WriteRank, ReadRank), what can run now.
   absl::Status CompleteForHost();
   bool rank_host_access_ = false;
+  // Read up to the copy: completes the work, checks `src` (resolving a mapped range in place)
+  // against a host buffer of `buffer_bytes`, and records the host's read of it.
+  absl::Status StartHostRead(MemRef& src, uint64_t buffer_bytes);
+  std::vector<uint8_t> read_pieces_;  // ReadPieces' copies: a piece of every src
   void Execute(StreamId sid, Op& op);
   void Access(StreamId sid, const Op& op, const MemRef& m, bool write);
   void CheckLifetime(int64_t op_id, const MemRef& m);

@@ -6,6 +6,7 @@
 #ifndef DMALAB_COMMON_CORE_HASH_H_
 #define DMALAB_COMMON_CORE_HASH_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -14,6 +15,26 @@
 namespace dmalab {
 
 uint64_t Xxh64(absl::Span<const uint8_t> bytes, uint64_t seed = 0);
+
+// Xxh64 of a byte string given in pieces: after Update with each piece in order, Digest() equals
+// Xxh64 of their concatenation. Lets a caller hash a buffer it never holds whole.
+class Xxh64Hasher {
+ public:
+  explicit Xxh64Hasher(uint64_t seed = 0);
+
+  void Update(absl::Span<const uint8_t> bytes);
+  // Of every byte given so far; more may follow.
+  uint64_t Digest() const;
+
+ private:
+  static constexpr size_t kStripe = 32;  // the bytes one round of the four lanes consumes
+
+  uint64_t seed_;
+  uint64_t lanes_[4];
+  uint64_t total_ = 0;     // bytes given
+  uint8_t tail_[kStripe];  // given bytes not yet consumed by a round: fewer than a stripe
+  size_t tail_size_ = 0;
+};
 
 // "xxh64:" followed by 16 lower-case hex digits.
 std::string HashString(uint64_t hash);

@@ -253,9 +253,11 @@ class Replayer {
   // A piece of an output's exact values (CheckOutput), kExactChunk elements at most: computed a
   // piece at a time, so that they stay in cache and cost no memory of the tensor's size.
   std::vector<int64_t> expected_;
-  // An output's exact values in its dtype, when exact there (EncodeKnown).
+  // A piece of an output's exact values in its dtype, when exact there (EncodeKnown).
   HostBytes expected_bytes_;
-  absl::Status EncodeKnown(const KnownValues& known, int rank, DType dtype, int64_t elems);
+  // Elements [first, first + elems) of `rank`'s exact values into expected_bytes_.
+  absl::Status EncodeKnown(const KnownValues& known, int rank, DType dtype, int64_t first,
+                           int64_t elems);
   std::vector<Contents> snapshot_pool_;
   std::map<std::string, CapturedGraph> graphs_;
   CapturedGraph* capturing_ = nullptr;  // the graph a capture_graph step is recording
@@ -764,8 +766,8 @@ struct ValueCheck {
   float got = 0, want = 0;
 };
 
-// Elements of the exact values computed at once: 512 KiB of int64, within a core's L2.
-constexpr int64_t kExactChunk = int64_t{1} << 16;
+// Elements of the exact values computed at once: 128 KiB of int64, beside the pieces in L2.
+constexpr int64_t kExactChunk = int64_t{1} << 14;
 
 // `values`, integers that `dtype` holds exactly, as elements of `dtype` at `out`.
 void EncodeExact(DType dtype, absl::Span<const int64_t> values, uint8_t* out) {
@@ -785,86 +787,148 @@ void EncodeExact(DType dtype, absl::Span<const int64_t> values, uint8_t* out) {
   }
 }
 
-absl::Status Replayer::EncodeKnown(const KnownValues& known, int rank, DType dtype, int64_t elems) {
+absl::Status Replayer::EncodeKnown(const KnownValues& known, int rank, DType dtype, int64_t first,
+                                   int64_t elems) {
   const int width = DTypeBytes(dtype);
   DMALAB_RETURN_IF_ERROR(expected_bytes_.Resize(static_cast<size_t>(elems) * width));
-  for (int64_t first = 0; first < elems; first += kExactChunk) {
-    expected_.resize(std::min(kExactChunk, elems - first));
-    known.Exact(rank, first, absl::MakeSpan(expected_));
-    EncodeExact(dtype, expected_, expected_bytes_.data() + first * width);
+  for (int64_t at = 0; at < elems; at += kExactChunk) {
+    expected_.resize(std::min(kExactChunk, elems - at));
+    known.Exact(rank, first + at, absl::MakeSpan(expected_));
+    EncodeExact(dtype, expected_, expected_bytes_.data() + at * width);
   }
   return absl::OkStatus();
 }
 
 absl::Status Replayer::CheckOutput(AllReduceRecord rec, LiveTensor& out) {
   const DType dtype = out.decl->dtype;
+  const int width = DTypeBytes(dtype);
   // Only a device with values can say; a shadow device's provenance has no numbers.
   const bool check_sum = values_ && out.known.exact();
   const bool check_finite = values_ && out.known.bound() <= MaxFinite(dtype);
+  // Exact values lie within the dtype's exact integer range (KnownValues' rule); the check says
+  // so rather than trust it. Where they do, they are compared as bytes first.
+  const bool encodable = out.known.bound() <= static_cast<double>(ExactIntegerLimit(dtype));
   std::vector<ValueCheck> wrong(s_.world), non_finite(s_.world);
-  int expected_rank = -1;  // whose exact values expected_ holds
-  bool encoded = false;    // expected_bytes_ holds them
-  const auto check_values = [&](int rank, const Contents& c) -> absl::Status {
-    const int64_t elems = out.decl->elems();
+  // By rank: elements that differ from rank 0's, and the first of them.
+  std::vector<int64_t> changed(s_.world, 0), first_changed(s_.world, 0);
+  int expected_rank = -1;  // whose exact values of the current piece expected_bytes_ holds
+  // The elements [first, first + piece.size() / width) of `rank`'s output.
+  const auto check_values = [&](int rank, absl::Span<const uint8_t> piece,
+                                int64_t first) -> absl::Status {
+    const int64_t elems = static_cast<int64_t>(piece.size()) / width;
     if (check_sum) {
-      if (expected_rank < 0 || !out.known.SameAs(expected_rank, rank)) {
+      if (encodable && (expected_rank < 0 || !out.known.SameAs(expected_rank, rank))) {
         expected_rank = rank;
-        // Exact values lie within the dtype's exact integer range (KnownValues' rule); the
-        // check says so rather than trust it.
-        encoded = out.known.bound() <= static_cast<double>(ExactIntegerLimit(dtype));
-        if (encoded) DMALAB_RETURN_IF_ERROR(EncodeKnown(out.known, rank, dtype, elems));
+        DMALAB_RETURN_IF_ERROR(EncodeKnown(out.known, rank, dtype, first, elems));
       }
-      // Usually every byte is the exact sum's: one comparison of the buffers says so, and then
+      // Usually every byte is the exact sum's: one comparison of the pieces says so, and then
       // every value is finite too. Otherwise (a wrong value, or a -0 that compares equal to 0)
       // element by element.
-      if (encoded && c.bytes.size() == expected_bytes_.size() &&
-          std::memcmp(c.bytes.data(), expected_bytes_.data(), c.bytes.size()) == 0) {
+      if (encodable && std::memcmp(piece.data(), expected_bytes_.data(), piece.size()) == 0) {
         return absl::OkStatus();
       }
       ValueCheck& w = wrong[rank];
-      for (int64_t first = 0; first < elems; first += kExactChunk) {
-        expected_.resize(std::min(kExactChunk, elems - first));
-        out.known.Exact(rank, first, absl::MakeSpan(expected_));
+      for (int64_t at = 0; at < elems; at += kExactChunk) {
+        expected_.resize(std::min(kExactChunk, elems - at));
+        out.known.Exact(rank, first + at, absl::MakeSpan(expected_));
         for (size_t j = 0; j < expected_.size(); ++j) {
-          const int64_t i = first + static_cast<int64_t>(j);
-          const float got = LoadAsFloat(dtype, c.bytes.data(), i);
+          const int64_t i = at + static_cast<int64_t>(j);
+          const float got = LoadAsFloat(dtype, piece.data(), i);
           if (got == static_cast<float>(expected_[j])) continue;
-          if (w.count++ == 0) w = ValueCheck{1, i, got, static_cast<float>(expected_[j])};
+          if (w.count++ == 0) w = ValueCheck{1, first + i, got, static_cast<float>(expected_[j])};
         }
       }
     }
     if (check_finite) {
       ValueCheck& n = non_finite[rank];
       for (int64_t i = 0; i < elems; ++i) {
-        const float got = LoadAsFloat(dtype, c.bytes.data(), i);
+        const float got = LoadAsFloat(dtype, piece.data(), i);
         if (std::isfinite(got)) continue;
-        if (n.count++ == 0) n = ValueCheck{1, i, got, 0};
+        if (n.count++ == 0) n = ValueCheck{1, first + i, got, 0};
       }
     }
     return absl::OkStatus();
   };
+  Xxh64Hasher hash;
+  // Rank `rank`'s bytes from `offset` on, and rank 0's same bytes: pieces come in offset order,
+  // rank 0's first, so counts and first indices are those over the whole outputs.
+  const auto check_piece = [&](int rank, uint64_t offset, absl::Span<const uint8_t> bytes,
+                               absl::Span<const uint8_t> rank0) -> absl::Status {
+    const int64_t first = static_cast<int64_t>(offset) / width;
+    if (rank == 0) {
+      hash.Update(bytes);
+      expected_rank = -1;  // a new piece
+    }
+    DMALAB_RETURN_IF_ERROR(check_values(rank, bytes, first));
+    if (rank == 0) return absl::OkStatus();
+    int64_t at = 0;
+    const int64_t c = CountChangedElems(rank0, bytes, width, &at);
+    if (c > 0 && changed[rank] == 0) first_changed[rank] = first + at;
+    changed[rank] += c;
+    return absl::OkStatus();
+  };
+  // Ranks read and checked whole: all, unless a read failed (the device's failure, which ends
+  // the replay after the rank consistency of the ranks before it is reported).
+  int checked = s_.world;
+  absl::Status read_failed;
+  if (!values_) {
+    // Provenance is a list of origins, not bytes: whole outputs cost little host memory.
+    DMALAB_RETURN_IF_ERROR(ReadInto(out.views[0], &buf0_));
+    rec.hash = ProvenanceDigest(buf0_.provenance);
+    for (int rank = 1; rank < s_.world; ++rank) {
+      read_failed = ReadInto(out.views[rank], &buf_);
+      if (!read_failed.ok()) {
+        checked = rank;
+        break;
+      }
+      changed[rank] = CountChanged(buf0_, buf_, dtype, &first_changed[rank]);
+    }
+  } else if (d_->ReadsInPieces()) {
+    // A piece of every rank at a time: the host holds a few pieces, never a tensor.
+    std::vector<MemRef> srcs;
+    for (const TensorView& v : out.views) srcs.push_back(v.mem.Slice(0, v.bytes()));
+    absl::Status check_failed;  // the checks' own error (no host memory), not the device's
+    checked = 0;
+    absl::Status s = d_->ReadPieces(
+        srcs, kCheckPieceBytes,
+        [&](uint64_t offset, absl::Span<const absl::Span<const uint8_t>> pieces) -> absl::Status {
+          checked = static_cast<int>(pieces.size());
+          for (int rank = 0; rank < checked && check_failed.ok(); ++rank) {
+            check_failed = check_piece(rank, offset, pieces[rank], pieces[0]);
+          }
+          return check_failed;
+        });
+    DMALAB_RETURN_IF_ERROR(check_failed);
+    if (!s.ok()) read_failed = Failed(s);
+    rec.hash = hash.Digest();
+  } else {
+    for (int rank = 0; rank < s_.world; ++rank) {
+      Contents& c = rank == 0 ? buf0_ : buf_;
+      read_failed = ReadInto(out.views[rank], &c);
+      if (!read_failed.ok()) {
+        checked = rank;
+        break;
+      }
+      DMALAB_RETURN_IF_ERROR(check_piece(rank, 0, c.bytes.span(), buf0_.bytes.span()));
+    }
+    rec.hash = hash.Digest();
+  }
   bool wrong_values = false;
-  DMALAB_RETURN_IF_ERROR(ReadInto(out.views[0], &buf0_));
-  rec.hash = values_ ? Xxh64(buf0_.bytes.span()) : ProvenanceDigest(buf0_.provenance);
-  DMALAB_RETURN_IF_ERROR(check_values(0, buf0_));
-  for (int rank = 1; rank < s_.world; ++rank) {
-    DMALAB_RETURN_IF_ERROR(ReadInto(out.views[rank], &buf_));
-    DMALAB_RETURN_IF_ERROR(check_values(rank, buf_));
-    int64_t first = 0;
-    const int64_t changed = CountChanged(buf0_, buf_, dtype, &first);
-    if (changed == 0) continue;
+  for (int rank = 1; rank < checked; ++rank) {
+    if (changed[rank] == 0) continue;
     wrong_values = true;
     rec.rank_consistent = false;
     r_.rank_consistent = false;
     ReplayFinding f = NewFinding(ReplayFindingKind::kRankInconsistent, rank);
     f.storage = {{rec.output, out.views[0].mem}, {rec.output, out.views[rank].mem}};
-    f.elems = changed;
+    f.elems = changed[rank];
     f.of_elems = rec.elems;
     f.detail =
         absl::StrFormat("output '%s' differs from rank 0's in %d of %d elements (first at %d)",
-                        rec.output, changed, rec.elems, first);
+                        rec.output, changed[rank], rec.elems, first_changed[rank]);
     AddFinding(std::move(f));
   }
+  DMALAB_RETURN_IF_ERROR(read_failed);
   // In the PyTorch harness's order (python/dmalab/torch/worker.py), with its words.
   for (int rank = 0; rank < s_.world; ++rank) {
     const ValueCheck& w = wrong[rank];

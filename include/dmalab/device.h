@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
@@ -148,6 +149,22 @@ class Device {
     std::vector<uint8_t> bytes(dst.bytes);
     content->Generate(0, absl::MakeSpan(bytes));
     return Write(dst, bytes);
+  }
+
+  // Host reads of several ranges of one size a piece at a time (optional; ReadsInPieces() says
+  // whether this device has them), for a caller that checks bytes without holding whole ranges:
+  // as Read of each src in turn (the same waits, checks, findings and errors), but the bytes go
+  // to `consume` as they are copied, once per piece of at most `piece_bytes` bytes in offset
+  // order, with every src's bytes of that piece (`pieces[i]` src i's, valid during the call).
+  // When src i fails as its Read would, srcs 0..i-1 are still consumed whole (`pieces` holds
+  // theirs), then that error is returned; an error of `consume` stops the reads and is returned.
+  using PieceConsumer = absl::FunctionRef<absl::Status(
+      uint64_t offset, absl::Span<const absl::Span<const uint8_t>> pieces)>;
+  virtual bool ReadsInPieces() const { return false; }
+  virtual absl::Status ReadPieces(absl::Span<const MemRef> /*srcs*/, uint64_t /*piece_bytes*/,
+                                  PieceConsumer /*consume*/) {
+    return absl::UnimplementedError(
+        absl::StrFormat("device '%s' has no reads in pieces (read whole ranges)", name()));
   }
 
   // Fidelity. A device holds values unless it says otherwise. A shadow device (the simulator's

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <functional>
@@ -18,6 +19,7 @@
 #include "common/core/hash.h"
 #include "common/ring/dma_all_reduce.h"
 #include "common/scenario/fill.h"
+#include "common/scenario/replay_checks.h"
 #include "common/scenario/replay_expectations.h"
 #include "dmalab/report.h"
 #include "dmalab/scenario_loader.h"
@@ -173,6 +175,249 @@ TEST(ReplayTest, FreeingAnAliasedResultLetsTheWorkspaceBeReused) {
   }
   // Without the fault the same file is clean, the simulator's checkers included.
   EXPECT_TRUE(MustReplay(yaml, "none").pass());
+}
+
+// A simulator on which the tensor tagged `tag` holds given bf16 bits at given elements of given
+// ranks when the replay first reads it, as though the collective had written them there. It
+// reads outputs in pieces (ReadPieces) or, with `pieces` false, only whole (as a device without
+// ReadPieces), and records the largest copy of the tensor the host is handed. With `fail_rank`
+// set, that rank's view of the tensor points outside the device's memory, as a wrong view
+// would, so its read fails.
+class PatchedReadDevice : public SimDevice {
+ public:
+  struct Patch {
+    int rank = 0;
+    int64_t index = 0;
+    uint16_t bits = 0;
+  };
+  PatchedReadDevice(int world, std::string tag, std::vector<Patch> patches, bool pieces,
+                    int fail_rank = -1)
+      : SimDevice(world, 1),
+        tag_(std::move(tag)),
+        patches_(std::move(patches)),
+        pieces_(pieces),
+        fail_rank_(fail_rank),
+        of_(world) {}
+
+  absl::StatusOr<MemRef> Allocate(int rank, uint64_t bytes, std::string_view tag) override {
+    absl::StatusOr<MemRef> mem = SimDevice::Allocate(rank, bytes, tag);
+    if (mem.ok() && tag == tag_) of_[rank] = *mem;
+    return mem;
+  }
+  bool ReadsInPieces() const override { return pieces_ && SimDevice::ReadsInPieces(); }
+  absl::Status Read(const MemRef& src, absl::Span<uint8_t> bytes) override {
+    if (!src.Overlaps(of_[src.rank])) return SimDevice::Read(src, bytes);
+    if (absl::Status s = PatchOnce(); !s.ok()) return s;
+    largest_copy_ = std::max<uint64_t>(largest_copy_, bytes.size());
+    return SimDevice::Read(Redirected(src), bytes);
+  }
+  absl::Status ReadPieces(absl::Span<const MemRef> srcs, uint64_t piece_bytes,
+                          PieceConsumer consume) override {
+    if (absl::Status s = PatchOnce(); !s.ok()) return s;
+    std::vector<MemRef> redirected;
+    for (const MemRef& src : srcs) redirected.push_back(Redirected(src));
+    return SimDevice::ReadPieces(
+        redirected, piece_bytes,
+        [&](uint64_t offset, absl::Span<const absl::Span<const uint8_t>> pieces) {
+          for (absl::Span<const uint8_t> p : pieces) {
+            largest_copy_ = std::max<uint64_t>(largest_copy_, p.size());
+          }
+          return consume(offset, pieces);
+        });
+  }
+  uint64_t largest_copy() const { return largest_copy_; }
+
+ private:
+  absl::Status PatchOnce() {
+    if (patched_) return absl::OkStatus();
+    patched_ = true;
+    for (const Patch& p : patches_) {
+      uint8_t bits[2];
+      std::memcpy(bits, &p.bits, 2);
+      const MemRef at = of_[p.rank].Slice(2 * static_cast<uint64_t>(p.index), 2);
+      if (absl::Status s = SimDevice::Write(at, bits); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+  // Far past every allocation of the rank (2^36 bytes on), yet in its address space.
+  MemRef Redirected(const MemRef& src) const {
+    if (src.rank != fail_rank_ || !src.Overlaps(of_[src.rank])) return src;
+    MemRef wrong = src;
+    wrong.addr += uint64_t{1} << 36;
+    wrong.alloc_id = 0;
+    return wrong;
+  }
+
+  std::string tag_;
+  std::vector<Patch> patches_;
+  bool pieces_;
+  int fail_rank_;
+  std::vector<MemRef> of_;  // by rank
+  bool patched_ = false;
+  uint64_t largest_copy_ = 0;
+};
+
+using FindingRow = std::tuple<ReplayFindingKind, int, int64_t, std::string>;
+
+std::vector<FindingRow> Rows(const ReplayReport& r) {
+  std::vector<FindingRow> rows;
+  for (const ReplayFinding& f : r.findings) rows.emplace_back(f.kind, f.rank, f.elems, f.detail);
+  return rows;
+}
+
+// Outputs larger than the replay's check piece (kCheckPieceBytes): 3 whole pieces and 96
+// elements (counts are multiples of world * 8). Wrong and inconsistent values at piece
+// boundaries and at the last element are counted, and the first of them named, as over the whole
+// output, on a device that reads in pieces as on one that reads whole ranges; the hash is the
+// whole output's; the host is handed no copy of the output larger than a piece.
+TEST(ReplayTest, ValuesBeyondTheFirstCheckPieceAreCountedAndLocatedExactly) {
+  constexpr int64_t kPiece = static_cast<int64_t>(kCheckPieceBytes / 2);  // bf16 elements
+  constexpr int64_t kElems = 3 * kPiece + 96;
+  constexpr int64_t kLast = kElems - 1;
+  const std::string yaml = absl::StrFormat(R"(world: 4
+seed: 5
+tensors: {x: [%d], y: [%d]}
+steps:
+  - fill: {tensor: x, kind: int, lo: 1, hi: 16, seed: 1}
+  - fill: {tensor: y, kind: int, lo: 0, hi: 0, seed: 2}
+  - all_reduce: {input: x, out: y}
+)",
+                                           kElems, kElems);
+  auto scenario = ParseScenario(yaml, "t.yaml");
+  ASSERT_TRUE(scenario.ok()) << scenario.status();
+  // The exact sums, from every rank's fill (sums of integers in [1, 16]: in [4, 64]).
+  std::vector<float> want(kElems, 0.0f);
+  for (int rank = 0; rank < 4; ++rank) {
+    std::vector<uint8_t> fill(2 * kElems);
+    FillElements(DType::kBF16, FillKind::kInt, 1, 16, FillKey(5, FillStepSeed(1, {}), rank),
+                 absl::MakeSpan(fill));
+    for (int64_t i = 0; i < kElems; ++i) want[i] += LoadAsFloat(DType::kBF16, fill.data(), i);
+  }
+  constexpr uint16_t kPlus1000 = 0x447a;  // bf16 1000 and -1000: never a sum here
+  constexpr uint16_t kMinus1000 = 0xc47a;
+  constexpr uint16_t kNaN = 0x7fc0;
+  std::vector<PatchedReadDevice::Patch> patches = {
+      // Rank 2: the first element of the second piece, one inside the third, the last one.
+      {2, kPiece, kPlus1000},
+      {2, 2 * kPiece + 37, kPlus1000},
+      {2, kLast, kPlus1000},
+      // Rank 3: NaN at the last element (the short last piece).
+      {3, kLast, kNaN},
+  };
+  // Every rank: the same wrong value at the last element of the second piece.
+  for (int rank = 0; rank < 4; ++rank) patches.push_back({rank, 2 * kPiece - 1, kMinus1000});
+  const auto wrong_sum = [&](int rank, int64_t count, int64_t first, float value) {
+    return FindingRow(
+        ReplayFindingKind::kWrongSum, rank, count,
+        absl::StrFormat("output 'y' differs from the exact sum of the ranks' integer inputs in %d "
+                        "of %d elements; first at %d: %g, exact %g",
+                        count, kElems, first, value, want[first]));
+  };
+  const std::vector<FindingRow> expected = {
+      {ReplayFindingKind::kRankInconsistent, 2, 3,
+       absl::StrFormat("output 'y' differs from rank 0's in 3 of %d elements (first at %d)", kElems,
+                       kPiece)},
+      {ReplayFindingKind::kRankInconsistent, 3, 1,
+       absl::StrFormat("output 'y' differs from rank 0's in 1 of %d elements (first at %d)", kElems,
+                       kLast)},
+      wrong_sum(0, 1, 2 * kPiece - 1, -1000),
+      wrong_sum(1, 1, 2 * kPiece - 1, -1000),
+      wrong_sum(2, 4, kPiece, 1000),
+      wrong_sum(3, 2, 2 * kPiece - 1, -1000),
+      {ReplayFindingKind::kNonFinite, 3, 1,
+       absl::StrFormat("output 'y' holds 1 non-finite elements (NaN or infinity) of %d, from "
+                       "finite inputs; first at %d: nan",
+                       kElems, kLast)},
+  };
+  // Rank 0's bytes: the sums with its one patch.
+  std::vector<uint8_t> rank0(2 * kElems);
+  for (int64_t i = 0; i < kElems; ++i) StoreFromFloat(DType::kBF16, rank0.data(), i, want[i]);
+  StoreFromFloat(DType::kBF16, rank0.data(), 2 * kPiece - 1, -1000);
+
+  for (bool pieces : {true, false}) {
+    SCOPED_TRACE(pieces ? "read in pieces" : "read whole");
+    PatchedReadDevice device(4, "y", patches, pieces);
+    ReplayOptions options;
+    options.poll_device_findings = NewFindingsPoller(device);
+    absl::StatusOr<ReplayReport> r = Replay(*scenario, &device, options);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(device.largest_copy(), pieces ? kCheckPieceBytes : 2 * kElems);
+    EXPECT_EQ(Rows(*r), expected);
+    EXPECT_FALSE(r->rank_consistent);
+    ASSERT_EQ(r->all_reduces.size(), 1u);
+    EXPECT_EQ(r->all_reduces[0].hash, Xxh64(rank0));
+  }
+}
+
+// Rank consistency compares bits: a -0 where rank 0 holds 0 is an inconsistency, though equal
+// to the exact sum 0 (no wrong_sum), in a later piece and in a short last piece.
+TEST(ReplayTest, MinusZeroInALaterCheckPieceIsInconsistentButNotAWrongSum) {
+  constexpr int64_t kPiece = static_cast<int64_t>(kCheckPieceBytes / 2);
+  constexpr int64_t kElems = 2 * kPiece + 16;
+  const std::string yaml = absl::StrFormat(R"(world: 2
+tensors: {x: [%d], y: [%d]}
+steps:
+  - fill: {tensor: x, kind: int, lo: 0, hi: 0, seed: 1}
+  - fill: {tensor: y, kind: int, lo: 7, hi: 7, seed: 2}
+  - all_reduce: {input: x, out: y}
+)",
+                                           kElems, kElems);
+  auto scenario = ParseScenario(yaml, "t.yaml");
+  ASSERT_TRUE(scenario.ok()) << scenario.status();
+  constexpr uint16_t kMinusZero = 0x8000;
+  PatchedReadDevice device(2, "y", {{1, kPiece + 3, kMinusZero}, {1, kElems - 1, kMinusZero}},
+                           /*pieces=*/true);
+  ReplayOptions options;
+  options.poll_device_findings = NewFindingsPoller(device);
+  absl::StatusOr<ReplayReport> r = Replay(*scenario, &device, options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const std::vector<FindingRow> expected = {
+      {ReplayFindingKind::kRankInconsistent, 1, 2,
+       absl::StrFormat("output 'y' differs from rank 0's in 2 of %d elements (first at %d)", kElems,
+                       kPiece + 3)}};
+  EXPECT_EQ(Rows(*r), expected);
+  ASSERT_EQ(r->all_reduces.size(), 1u);
+  EXPECT_EQ(r->all_reduces[0].hash, Xxh64(std::vector<uint8_t>(2 * kElems, 0)));
+}
+
+// A read that fails on rank 2 ends the replay with a device error, after the ranks read before
+// it are checked for consistency (rank 1 here), as reading rank by rank does; whether the device
+// reads in pieces changes nothing, the failing read's error included.
+TEST(ReplayTest, AFailedOutputReadReportsTheRanksBeforeItThenTheDeviceError) {
+  constexpr int64_t kPiece = static_cast<int64_t>(kCheckPieceBytes / 2);
+  constexpr int64_t kElems = 2 * kPiece;
+  const std::string yaml = absl::StrFormat(R"(world: 4
+tensors: {x: [%d], y: [%d]}
+steps:
+  - fill: {tensor: x, kind: int, lo: 1, hi: 2, seed: 1}
+  - fill: {tensor: y, kind: int, lo: 0, hi: 0, seed: 2}
+  - all_reduce: {input: x, out: y}
+)",
+                                           kElems, kElems);
+  auto scenario = ParseScenario(yaml, "t.yaml");
+  ASSERT_TRUE(scenario.ok()) << scenario.status();
+  std::vector<std::vector<FindingRow>> rows;
+  for (bool pieces : {true, false}) {
+    PatchedReadDevice device(4, "y", {{1, kPiece + 1, 0x447a}}, pieces, /*fail_rank=*/2);
+    ReplayOptions options;
+    options.poll_device_findings = NewFindingsPoller(device);
+    absl::StatusOr<ReplayReport> r = Replay(*scenario, &device, options);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(r->all_reduces.empty());
+    rows.push_back(Rows(*r));
+  }
+  ASSERT_EQ(rows[0].size(), 2u);
+  EXPECT_EQ(rows[0][0],
+            FindingRow(ReplayFindingKind::kRankInconsistent, 1, 1,
+                       absl::StrFormat(
+                           "output 'y' differs from rank 0's in 1 of %d elements (first at %d)",
+                           kElems, kPiece + 1)));
+  EXPECT_EQ(std::get<0>(rows[0][1]), ReplayFindingKind::kDeviceError);
+  EXPECT_THAT(
+      std::get<3>(rows[0][1]),
+      ::testing::MatchesRegex(absl::StrFormat(
+          "read src: rank 2: %d bytes at 0x[0-9a-f]+ are not inside device memory", 2 * kElems)));
+  EXPECT_EQ(rows[0], rows[1]);
 }
 
 TEST(ReplayTest, ExpectEqualReportsEachDifferingRank) {

@@ -42,6 +42,50 @@ TEST(HashTest, Xxh64MatchesTheReferenceImplementation) {
   EXPECT_EQ(HashString(1), "xxh64:0000000000000001");
 }
 
+// The reference input above (773 bytes: 24 stripes and a 5-byte tail) hashed in pieces.
+TEST(HashTest, Xxh64HasherGivesTheOneShotHashWhereverTheInputIsSplit) {
+  std::string input;
+  for (int i = 0; i < 3; ++i) {
+    for (int b = 0; b < 256; ++b) input += static_cast<char>(b);
+  }
+  input += "xyz12";
+  const absl::Span<const uint8_t> bytes = Bytes(input);
+  // Splits inside a stripe, at a stripe's end, one byte past it, in the tail, at the ends.
+  for (size_t split : {size_t{0}, size_t{1}, size_t{7}, size_t{31}, size_t{32}, size_t{33},
+                       size_t{100}, size_t{511}, size_t{768}, size_t{770}, bytes.size()}) {
+    for (uint64_t seed : {uint64_t{0}, uint64_t{7}}) {
+      Xxh64Hasher h(seed);
+      h.Update(bytes.subspan(0, split));
+      h.Update(bytes.subspan(split));
+      EXPECT_EQ(h.Digest(), seed == 0 ? 0x9b7d50c047818b1bull : 0x732a5c9eb39a3331ull)
+          << "split at " << split << ", seed " << seed;
+    }
+  }
+  // Pieces of odd sizes, and empty ones; the digest may be taken before the last piece.
+  for (size_t piece : {size_t{1}, size_t{3}, size_t{5}, size_t{13}, size_t{33}, size_t{95}}) {
+    Xxh64Hasher h;
+    for (size_t at = 0; at < bytes.size(); at += piece) {
+      h.Update(bytes.subspan(at, piece));
+      h.Update({});
+      if (at == 0) {
+        EXPECT_EQ(h.Digest(), Xxh64(bytes.subspan(0, piece))) << "piece " << piece;
+      }
+    }
+    EXPECT_EQ(h.Digest(), 0x9b7d50c047818b1bull) << "pieces of " << piece;
+  }
+  // Inputs shorter than a stripe, whose hash takes another path.
+  Xxh64Hasher empty;
+  EXPECT_EQ(empty.Digest(), 0xef46db3751d8e999ull);
+  Xxh64Hasher abc(7);
+  abc.Update(Bytes("a"));
+  abc.Update(Bytes("bc"));
+  EXPECT_EQ(abc.Digest(), 0x9e755206156676d7ull);
+  Xxh64Hasher over_a_stripe;  // 33 bytes: 31, then 2
+  over_a_stripe.Update(Bytes("0123456789abcdef0123456789abcde"));
+  over_a_stripe.Update(Bytes("f0"));
+  EXPECT_EQ(over_a_stripe.Digest(), 0xe87684f08d6d0816ull);
+}
+
 TEST(ReportTest, ThousandsSeparators) {
   EXPECT_EQ(WithThousands(0), "0");
   EXPECT_EQ(WithThousands(999), "999");

@@ -285,6 +285,53 @@ TEST(SimCheckersTest, UseAfterFreeAndUseAfterReuseNameTheAllocation) {
               HasSubstr("now belong to allocation #5 'reused'"));
 }
 
+// Reading in pieces hands over the bytes Read would, a piece of every range at a time in offset
+// order, and the checkers see one host read of each whole range: a freed range is one use after
+// free naming all of its bytes, however many pieces it is copied in. A range that fails as its
+// Read would comes after the ranges before it are handed over whole.
+TEST(SimCheckersTest, ReadPiecesIsOneCheckedReadOfEachRangeCopiedInPieces) {
+  SimDevice dev(2, 1);
+  constexpr uint64_t kBytes = 10000;  // pieces of 4096, 4096 and 1808 bytes
+  const std::vector<MemRef> srcs = {*dev.Allocate(0, kBytes, "a"), *dev.Allocate(1, kBytes, "b")};
+  std::vector<std::vector<uint8_t>> written(2, std::vector<uint8_t>(kBytes));
+  for (int r = 0; r < 2; ++r) {
+    for (uint64_t i = 0; i < kBytes; ++i) written[r][i] = static_cast<uint8_t>(i * 7 + r * 3);
+    ASSERT_TRUE(dev.Write(srcs[r], written[r]).ok());
+  }
+  ASSERT_TRUE(dev.Free(srcs[1]).ok());
+  std::vector<uint64_t> offsets;
+  std::vector<std::vector<uint8_t>> got(2);
+  const auto gather = [&](uint64_t offset, absl::Span<const absl::Span<const uint8_t>> pieces) {
+    offsets.push_back(offset);
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      got[i].insert(got[i].end(), pieces[i].begin(), pieces[i].end());
+    }
+    return absl::OkStatus();
+  };
+  ASSERT_TRUE(dev.ReadPieces(srcs, 4096, gather).ok());
+  EXPECT_EQ(offsets, (std::vector<uint64_t>{0, 4096, 8192}));
+  EXPECT_EQ(got, written);  // the freed block is not reused: its bytes remain
+  ASSERT_EQ(dev.findings().Count(FindingKind::kUseAfterFree), 1) << dev.findings().ToString();
+  EXPECT_EQ(dev.findings().findings()[0].mem.addr, srcs[1].addr);
+  EXPECT_EQ(dev.findings().findings()[0].mem.bytes, kBytes);
+
+  // A range outside the device's memory: the one before it is handed over whole, then the error
+  // its Read gives.
+  MemRef outside = srcs[1];
+  outside.addr += uint64_t{1} << 36;
+  outside.alloc_id = 0;
+  std::vector<uint8_t> buffer(kBytes);
+  const absl::Status read_error = dev.Read(outside, absl::MakeSpan(buffer));
+  ASSERT_FALSE(read_error.ok());
+  offsets.clear();
+  got.assign(2, {});
+  const std::vector<MemRef> with_outside = {srcs[0], outside};
+  EXPECT_EQ(dev.ReadPieces(with_outside, 4096, gather), read_error);
+  EXPECT_EQ(offsets, (std::vector<uint64_t>{0, 4096, 8192}));
+  EXPECT_EQ(got[0], written[0]);
+  EXPECT_TRUE(got[1].empty());
+}
+
 // Issue 15, item 4: the records of freed allocations are bounded (the last 65,536 frees per
 // rank), so a long run's memory stays flat; a use of an allocation freed before that is still a
 // use after free, named by id.
