@@ -1397,19 +1397,8 @@ absl::Status SimDevice::Read(const MemRef& src_view, absl::Span<uint8_t> bytes) 
   return memory_[src.rank].CopyOut(src.addr, src.bytes, bytes.data());
 }
 
-absl::Status SimDevice::ReadPieces(absl::Span<const MemRef> srcs, uint64_t piece_bytes,
-                                   PieceConsumer consume) {
-  if (srcs.empty()) return absl::OkStatus();
-  const uint64_t bytes = srcs[0].bytes;
-  for (size_t i = 0; i < srcs.size(); ++i) {
-    if (srcs[i].bytes != bytes) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "read in pieces: src %d is %d bytes, src 0 %d; must be equal", i, srcs[i].bytes, bytes));
-    }
-  }
-  if (piece_bytes == 0) {
-    return absl::InvalidArgumentError("read in pieces: the piece size must be positive");
-  }
+absl::Status SimDevice::ReadPiecesChecked(absl::Span<const MemRef> srcs, uint64_t bytes,
+                                          uint64_t piece_bytes, PieceConsumer consume) {
   // Every check first, in src order as Reads of each would make them: copying changes nothing
   // the checkers see, so their findings are those of a Read per src, whatever the piece size.
   std::vector<MemRef> started;
@@ -1420,18 +1409,15 @@ absl::Status SimDevice::ReadPieces(absl::Span<const MemRef> srcs, uint64_t piece
     if (!failed.ok()) break;
     started.push_back(src);
   }
-  const uint64_t piece = std::min(piece_bytes, bytes);
-  read_pieces_.resize(started.size() * piece);
-  std::vector<absl::Span<const uint8_t>> pieces(started.size());
-  for (uint64_t offset = 0; !started.empty() && offset < bytes; offset += piece) {
-    const uint64_t n = std::min(piece, bytes - offset);
-    for (size_t i = 0; i < started.size(); ++i) {
-      uint8_t* at = read_pieces_.data() + i * piece;
-      DMALAB_RETURN_IF_ERROR(memory_[started[i].rank].CopyOut(started[i].addr + offset, n, at));
-      pieces[i] = absl::MakeConstSpan(at, n);
-    }
-    DMALAB_RETURN_IF_ERROR(consume(offset, pieces));
-  }
+  read_pieces_.resize(started.size() * piece_bytes);
+  DMALAB_RETURN_IF_ERROR(HandOverPieces(
+      started.size(), bytes, piece_bytes,
+      [&](size_t i, uint64_t offset, uint64_t n) -> absl::StatusOr<absl::Span<const uint8_t>> {
+        uint8_t* at = read_pieces_.data() + i * piece_bytes;
+        DMALAB_RETURN_IF_ERROR(memory_[started[i].rank].CopyOut(started[i].addr + offset, n, at));
+        return absl::MakeConstSpan(at, n);
+      },
+      consume));
   return failed;
 }
 

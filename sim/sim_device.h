@@ -78,11 +78,6 @@ class SimDevice : public Device {
   absl::Status Synchronize() override;
   absl::Status Write(const MemRef& dst, absl::Span<const uint8_t> bytes) override;
   absl::Status Read(const MemRef& src, absl::Span<uint8_t> bytes) override;
-  // Values fidelity: every src is checked and recorded once, as its Read, before the pieces are
-  // copied, so the checkers see one host read of each whole range, as from Read.
-  bool ReadsInPieces() const override { return fidelity_ == Fidelity::kValues; }
-  absl::Status ReadPieces(absl::Span<const MemRef> srcs, uint64_t piece_bytes,
-                          PieceConsumer consume) override;
   // Values fidelity: the bytes are produced only where something reads them (sim/sim_memory.h).
   absl::Status WriteGenerated(const MemRef& dst,
                               std::shared_ptr<const GeneratedContent> content) override;
@@ -149,6 +144,12 @@ class SimDevice : public Device {
   absl::Status SetTopology(const Topology* topology);
   // The simulated host clock, us: after Synchronize, the end of all work so far.
   double now_us() const { return timing_ ? timing_->now_us() : 0.0; }
+
+ protected:
+  // ReadPieces: every src is checked and recorded once, as its Read, then copied a piece at a
+  // time, so the checkers see one host read of each whole range, as from Read.
+  absl::Status ReadPiecesChecked(absl::Span<const MemRef> srcs, uint64_t bytes,
+                                 uint64_t piece_bytes, PieceConsumer consume) override;
 
  private:
   enum class OpKind {

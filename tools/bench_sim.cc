@@ -124,6 +124,16 @@ BENCHMARK(BM_Memcpy)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
+// One replay on a new simulator with the checkers polled after every step, as `dmalab replay`
+// runs it.
+absl::StatusOr<ReplayReport> ReplayOnSim(const Scenario& scenario, uint64_t seed,
+                                         Fidelity fidelity) {
+  SimDevice device(scenario.world, seed, fidelity);
+  ReplayOptions options;
+  options.poll_device_findings = NewFindingsPoller(device);
+  return Replay(scenario, &device, options);
+}
+
 const char* const kScenarios[] = {"scenarios/glm5_tp8_prefill.yaml",
                                   "scenarios/llama70b_tp8_prefill.yaml"};
 
@@ -141,10 +151,7 @@ void BM_ReplayScenario(benchmark::State& state) {
   int64_t all_reduces = 0;
   uint64_t bytes = 0;
   for (auto _ : state) {
-    SimDevice device(scenario->world, 1, fidelity);
-    ReplayOptions options;
-    options.poll_device_findings = NewFindingsPoller(device);
-    absl::StatusOr<ReplayReport> report = Replay(*scenario, &device, options);
+    absl::StatusOr<ReplayReport> report = ReplayOnSim(*scenario, 1, fidelity);
     if (!report.ok() || !report->pass()) {
       state.SkipWithError("the replay failed");
       break;
@@ -172,10 +179,7 @@ void BM_FoundingReplay(benchmark::State& state) {
   }
   uint64_t seed = 1;
   const auto replay = [&] {
-    SimDevice device(scenario->world, seed++, Fidelity::kValues);
-    ReplayOptions options;
-    options.poll_device_findings = NewFindingsPoller(device);
-    absl::StatusOr<ReplayReport> report = Replay(*scenario, &device, options);
+    absl::StatusOr<ReplayReport> report = ReplayOnSim(*scenario, seed++, Fidelity::kValues);
     return report.ok() && report->pass();
   };
   if (!replay()) {  // the campaign's first seed

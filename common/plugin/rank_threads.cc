@@ -85,9 +85,9 @@ void RankThreads::ShareCallersCpu() {
 
 std::vector<absl::Status> RankThreads::Run(const std::function<absl::Status(int)>& body) {
   cpu_set_t callers;
-  const bool pinned = sched_getaffinity(0, sizeof(callers), &callers) == 0;
+  const bool restorable = sched_getaffinity(0, sizeof(callers), &callers) == 0;
   std::unique_lock<std::mutex> lock(mu_);
-  if (pinned) ShareCallersCpu();
+  if (restorable) ShareCallersCpu();
   body_ = &body;
   for (Rank& k : ranks_) k = Rank{State::kRunnable, nullptr, false, absl::OkStatus()};
   ++generation_;
@@ -99,7 +99,7 @@ std::vector<absl::Status> RankThreads::Run(const std::function<absl::Status(int)
     out.push_back(std::move(k.status));
     k.state = State::kIdle;
   }
-  if (pinned) sched_setaffinity(0, sizeof(callers), &callers);
+  if (restorable) sched_setaffinity(0, sizeof(callers), &callers);
   return out;
 }
 

@@ -151,21 +151,17 @@ class Device {
     return Write(dst, bytes);
   }
 
-  // Host reads of several ranges of one size a piece at a time (optional; ReadsInPieces() says
-  // whether this device has them), for a caller that checks bytes without holding whole ranges:
-  // as Read of each src in turn (the same waits, checks, findings and errors), but the bytes go
-  // to `consume` as they are copied, once per piece of at most `piece_bytes` bytes in offset
-  // order, with every src's bytes of that piece (`pieces[i]` src i's, valid during the call).
-  // When src i fails as its Read would, srcs 0..i-1 are still consumed whole (`pieces` holds
-  // theirs), then that error is returned; an error of `consume` stops the reads and is returned.
+  // Host reads of several ranges of one size a piece at a time, for a caller that checks bytes
+  // without holding whole ranges: as Read of each src in turn (the same waits, checks, findings
+  // and errors), but the bytes go to `consume` once per piece of at most `piece_bytes` bytes in
+  // offset order, with every src's bytes of that piece (`pieces[i]` src i's, valid during the
+  // call). When src i fails as its Read would, srcs 0..i-1 are still consumed whole (`pieces`
+  // holds theirs), then that error is returned; an error of `consume` stops the reads and is
+  // returned. Srcs of different sizes or a piece size of 0 are an InvalidArgument error.
   using PieceConsumer = absl::FunctionRef<absl::Status(
       uint64_t offset, absl::Span<const absl::Span<const uint8_t>> pieces)>;
-  virtual bool ReadsInPieces() const { return false; }
-  virtual absl::Status ReadPieces(absl::Span<const MemRef> /*srcs*/, uint64_t /*piece_bytes*/,
-                                  PieceConsumer /*consume*/) {
-    return absl::UnimplementedError(
-        absl::StrFormat("device '%s' has no reads in pieces (read whole ranges)", name()));
-  }
+  absl::Status ReadPieces(absl::Span<const MemRef> srcs, uint64_t piece_bytes,
+                          PieceConsumer consume);
 
   // Fidelity. A device holds values unless it says otherwise. A shadow device (the simulator's
   // shadow fidelity) keeps no payload, only where each byte came from
@@ -275,6 +271,20 @@ class Device {
   virtual void* NativeStream(StreamId /*stream*/) { return nullptr; }
   virtual void* NativePointer(const MemRef& /*mem*/) { return nullptr; }
   virtual int NativeDeviceOrdinal(int /*rank*/) { return -1; }
+
+ protected:
+  // ReadPieces once its arguments passed (srcs not empty, all of `bytes` bytes; piece_bytes at
+  // most bytes). This default reads each src whole with Read, then hands the pieces over: host
+  // memory of every range at once. A device that can copy a piece at a time overrides it.
+  virtual absl::Status ReadPiecesChecked(absl::Span<const MemRef> srcs, uint64_t bytes,
+                                         uint64_t piece_bytes, PieceConsumer consume);
+  // Hands pieces of `count` srcs of `bytes` bytes to `consume`, in offset order; piece(i, offset,
+  // n) gives src i's bytes [offset, offset + n), valid until the next call.
+  static absl::Status HandOverPieces(size_t count, uint64_t bytes, uint64_t piece_bytes,
+                                     absl::FunctionRef<absl::StatusOr<absl::Span<const uint8_t>>(
+                                         size_t i, uint64_t offset, uint64_t n)>
+                                         piece,
+                                     PieceConsumer consume);
 };
 
 }  // namespace dmalab

@@ -179,10 +179,10 @@ TEST(ReplayTest, FreeingAnAliasedResultLetsTheWorkspaceBeReused) {
 
 // A simulator on which the tensor tagged `tag` holds given bf16 bits at given elements of given
 // ranks when the replay first reads it, as though the collective had written them there. It
-// reads outputs in pieces (ReadPieces) or, with `pieces` false, only whole (as a device without
-// ReadPieces), and records the largest copy of the tensor the host is handed. With `fail_rank`
-// set, that rank's view of the tensor points outside the device's memory, as a wrong view
-// would, so its read fails.
+// reads outputs in pieces (the simulator's ReadPieces) or, with `pieces` false, whole (Device's
+// ReadPieces, through Read, as a device that cannot copy in pieces), and records the largest copy
+// of the tensor the host is handed. With `fail_rank` set, that rank's view of the tensor points
+// outside the device's memory, as a wrong view would, so its read fails.
 class PatchedReadDevice : public SimDevice {
  public:
   struct Patch {
@@ -204,20 +204,24 @@ class PatchedReadDevice : public SimDevice {
     if (mem.ok() && tag == tag_) of_[rank] = *mem;
     return mem;
   }
-  bool ReadsInPieces() const override { return pieces_ && SimDevice::ReadsInPieces(); }
   absl::Status Read(const MemRef& src, absl::Span<uint8_t> bytes) override {
     if (!src.Overlaps(of_[src.rank])) return SimDevice::Read(src, bytes);
     if (absl::Status s = PatchOnce(); !s.ok()) return s;
     largest_copy_ = std::max<uint64_t>(largest_copy_, bytes.size());
     return SimDevice::Read(Redirected(src), bytes);
   }
-  absl::Status ReadPieces(absl::Span<const MemRef> srcs, uint64_t piece_bytes,
-                          PieceConsumer consume) override {
+  uint64_t largest_copy() const { return largest_copy_; }
+
+ protected:
+  absl::Status ReadPiecesChecked(absl::Span<const MemRef> srcs, uint64_t bytes,
+                                 uint64_t piece_bytes, PieceConsumer consume) override {
+    // Whole: Device's own way, through Read (above).
+    if (!pieces_) return Device::ReadPiecesChecked(srcs, bytes, piece_bytes, consume);
     if (absl::Status s = PatchOnce(); !s.ok()) return s;
     std::vector<MemRef> redirected;
     for (const MemRef& src : srcs) redirected.push_back(Redirected(src));
-    return SimDevice::ReadPieces(
-        redirected, piece_bytes,
+    return SimDevice::ReadPiecesChecked(
+        redirected, bytes, piece_bytes,
         [&](uint64_t offset, absl::Span<const absl::Span<const uint8_t>> pieces) {
           for (absl::Span<const uint8_t> p : pieces) {
             largest_copy_ = std::max<uint64_t>(largest_copy_, p.size());
@@ -225,7 +229,6 @@ class PatchedReadDevice : public SimDevice {
           return consume(offset, pieces);
         });
   }
-  uint64_t largest_copy() const { return largest_copy_; }
 
  private:
   absl::Status PatchOnce() {
@@ -265,6 +268,30 @@ std::vector<FindingRow> Rows(const ReplayReport& r) {
   return rows;
 }
 
+// x filled with integers in [x_lo, x_hi], y with y_fill, then all_reduce x into y (out form):
+// `elems` bf16 elements on `world` ranks, fill seed `seed`.
+Scenario OutFormScenario(int world, int64_t elems, int x_lo, int x_hi, int y_fill, int seed = 0) {
+  const std::string yaml = absl::StrFormat(R"(world: %d
+seed: %d
+tensors: {x: [%d], y: [%d]}
+steps:
+  - fill: {tensor: x, kind: int, lo: %d, hi: %d, seed: 1}
+  - fill: {tensor: y, kind: int, lo: %d, hi: %d, seed: 2}
+  - all_reduce: {input: x, out: y}
+)",
+                                           world, seed, elems, elems, x_lo, x_hi, y_fill, y_fill);
+  absl::StatusOr<Scenario> scenario = ParseScenario(yaml, "t.yaml");
+  EXPECT_TRUE(scenario.ok()) << scenario.status();
+  return *std::move(scenario);
+}
+
+// The replay on `device`, its checkers polled after every step as `dmalab replay` polls them.
+absl::StatusOr<ReplayReport> ReplayPolled(const Scenario& scenario, SimDevice& device) {
+  ReplayOptions options;
+  options.poll_device_findings = NewFindingsPoller(device);
+  return Replay(scenario, &device, options);
+}
+
 // Outputs larger than the replay's check piece (kCheckPieceBytes): 3 whole pieces and 96
 // elements (counts are multiples of world * 8). Wrong and inconsistent values at piece
 // boundaries and at the last element are counted, and the first of them named, as over the whole
@@ -274,17 +301,7 @@ TEST(ReplayTest, ValuesBeyondTheFirstCheckPieceAreCountedAndLocatedExactly) {
   constexpr int64_t kPiece = static_cast<int64_t>(kCheckPieceBytes / 2);  // bf16 elements
   constexpr int64_t kElems = 3 * kPiece + 96;
   constexpr int64_t kLast = kElems - 1;
-  const std::string yaml = absl::StrFormat(R"(world: 4
-seed: 5
-tensors: {x: [%d], y: [%d]}
-steps:
-  - fill: {tensor: x, kind: int, lo: 1, hi: 16, seed: 1}
-  - fill: {tensor: y, kind: int, lo: 0, hi: 0, seed: 2}
-  - all_reduce: {input: x, out: y}
-)",
-                                           kElems, kElems);
-  auto scenario = ParseScenario(yaml, "t.yaml");
-  ASSERT_TRUE(scenario.ok()) << scenario.status();
+  const Scenario scenario = OutFormScenario(4, kElems, 1, 16, 0, /*seed=*/5);
   // The exact sums, from every rank's fill (sums of integers in [1, 16]: in [4, 64]).
   std::vector<float> want(kElems, 0.0f);
   for (int rank = 0; rank < 4; ++rank) {
@@ -337,9 +354,7 @@ steps:
   for (bool pieces : {true, false}) {
     SCOPED_TRACE(pieces ? "read in pieces" : "read whole");
     PatchedReadDevice device(4, "y", patches, pieces);
-    ReplayOptions options;
-    options.poll_device_findings = NewFindingsPoller(device);
-    absl::StatusOr<ReplayReport> r = Replay(*scenario, &device, options);
+    absl::StatusOr<ReplayReport> r = ReplayPolled(scenario, device);
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_EQ(device.largest_copy(), pieces ? kCheckPieceBytes : 2 * kElems);
     EXPECT_EQ(Rows(*r), expected);
@@ -354,22 +369,11 @@ steps:
 TEST(ReplayTest, MinusZeroInALaterCheckPieceIsInconsistentButNotAWrongSum) {
   constexpr int64_t kPiece = static_cast<int64_t>(kCheckPieceBytes / 2);
   constexpr int64_t kElems = 2 * kPiece + 16;
-  const std::string yaml = absl::StrFormat(R"(world: 2
-tensors: {x: [%d], y: [%d]}
-steps:
-  - fill: {tensor: x, kind: int, lo: 0, hi: 0, seed: 1}
-  - fill: {tensor: y, kind: int, lo: 7, hi: 7, seed: 2}
-  - all_reduce: {input: x, out: y}
-)",
-                                           kElems, kElems);
-  auto scenario = ParseScenario(yaml, "t.yaml");
-  ASSERT_TRUE(scenario.ok()) << scenario.status();
+  const Scenario scenario = OutFormScenario(2, kElems, 0, 0, 7);
   constexpr uint16_t kMinusZero = 0x8000;
   PatchedReadDevice device(2, "y", {{1, kPiece + 3, kMinusZero}, {1, kElems - 1, kMinusZero}},
                            /*pieces=*/true);
-  ReplayOptions options;
-  options.poll_device_findings = NewFindingsPoller(device);
-  absl::StatusOr<ReplayReport> r = Replay(*scenario, &device, options);
+  absl::StatusOr<ReplayReport> r = ReplayPolled(scenario, device);
   ASSERT_TRUE(r.ok()) << r.status();
   const std::vector<FindingRow> expected = {
       {ReplayFindingKind::kRankInconsistent, 1, 2,
@@ -386,22 +390,11 @@ steps:
 TEST(ReplayTest, AFailedOutputReadReportsTheRanksBeforeItThenTheDeviceError) {
   constexpr int64_t kPiece = static_cast<int64_t>(kCheckPieceBytes / 2);
   constexpr int64_t kElems = 2 * kPiece;
-  const std::string yaml = absl::StrFormat(R"(world: 4
-tensors: {x: [%d], y: [%d]}
-steps:
-  - fill: {tensor: x, kind: int, lo: 1, hi: 2, seed: 1}
-  - fill: {tensor: y, kind: int, lo: 0, hi: 0, seed: 2}
-  - all_reduce: {input: x, out: y}
-)",
-                                           kElems, kElems);
-  auto scenario = ParseScenario(yaml, "t.yaml");
-  ASSERT_TRUE(scenario.ok()) << scenario.status();
+  const Scenario scenario = OutFormScenario(4, kElems, 1, 2, 0);
   std::vector<std::vector<FindingRow>> rows;
   for (bool pieces : {true, false}) {
     PatchedReadDevice device(4, "y", {{1, kPiece + 1, 0x447a}}, pieces, /*fail_rank=*/2);
-    ReplayOptions options;
-    options.poll_device_findings = NewFindingsPoller(device);
-    absl::StatusOr<ReplayReport> r = Replay(*scenario, &device, options);
+    absl::StatusOr<ReplayReport> r = ReplayPolled(scenario, device);
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_TRUE(r->all_reduces.empty());
     rows.push_back(Rows(*r));
