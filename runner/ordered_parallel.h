@@ -7,12 +7,16 @@
 // seed: the row's later seeds are not run) or everything (an error). A job is started only when
 // its group is still open; one already started for a group that ends is finished and dropped.
 // At most `jobs` run at once. A job starts only when fewer than kLookahead * `jobs` jobs lie
-// between the consumer and it: so at most that many results wait to be consumed (memory stays
-// bounded), and a group that ends at its first job (a fault found at seed 1) wastes at most that
-// many runs. The lookahead is more than `jobs` so that a thread that finished a short job finds
-// another while a long one still runs ahead of it in job order: with a window of exactly `jobs`,
-// one long job left every other thread idle until it was consumed (jobs of uneven length, as the
-// zoo's rows are, ran little faster on two threads than on one).
+// between the consumer and it, or, where no earlier job of its own group waits to be consumed
+// (so that no result can end its group before it: it is never wasted), fewer than
+// kFarLookahead * `jobs`. So at most that many results wait to be consumed (memory stays
+// bounded), and a group that ends at its first job (a fault found at seed 1) wastes at most
+// kLookahead * `jobs` runs. The lookahead is more than `jobs` so that a thread that finished a
+// short job finds another while a long one still runs ahead of it in job order: with a window of
+// exactly `jobs`, one long job left every other thread idle until it was consumed; and it is far
+// longer for jobs that cannot be wasted, so that one long run of a zoo row (a large size-regime
+// scenario, 2 s) does not idle the other threads once they have run a few short ones (seeds of
+// other rows, 50 ms each) behind it.
 #ifndef DMALAB_RUNNER_ORDERED_PARALLEL_H_
 #define DMALAB_RUNNER_ORDERED_PARALLEL_H_
 
@@ -20,6 +24,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -33,8 +38,10 @@ namespace dmalab {
 
 enum class Consumed { kContinue, kEndGroup, kStop };
 
-// How many jobs per thread may run ahead of the consumer (RunOrdered).
+// How many jobs per thread may run ahead of the consumer (RunOrdered): any job, and a job no
+// earlier job of whose group waits to be consumed.
 inline constexpr int kLookahead = 4;
+inline constexpr int kFarLookahead = 256;
 
 // The cores this process may run on (its CPU affinity), at least 1: --jobs' default.
 inline int AvailableCores() {
@@ -46,10 +53,27 @@ inline int AvailableCores() {
 // For i in [0, n): run(i) on one of `jobs` threads (the calling thread alone when jobs is 1), then
 // consume(i, result) on the calling thread in increasing i. group(i) names i's group (its jobs
 // need not be next to each other). Returns after the last consume, or once consume returns kStop.
+//
+// What a caller may tell RunOrdered of its jobs, so that they keep every thread busy.
+struct JobHints {
+  // What job i holds while it runs (its memory, roughly). When given, the jobs running at once
+  // weigh at most the heaviest job and `jobs` - 1 jobs of the median weight together, or a job
+  // runs alone; and jobs start out of order: a job that does not fit yet waits, and a later one
+  // that fits starts before it (within the lookahead), so that --jobs=N needs about the memory
+  // of its largest run beside small ones, not N times the largest. Without it, jobs start in
+  // order.
+  std::function<uint64_t(int64_t job)> weight;
+  // Whether consuming a job of group g may end g (default: every group may end). A job of a
+  // group that cannot end is never wasted, so it may start anywhere within the far lookahead.
+  std::function<bool(int64_t group)> group_may_end;
+};
+
 template <typename Result>
 void RunOrdered(int64_t n, int jobs, const std::function<int64_t(int64_t)>& group,
                 const std::function<Result(int64_t)>& run,
-                const std::function<Consumed(int64_t, Result&)>& consume) {
+                const std::function<Consumed(int64_t, Result&)>& consume,
+                const JobHints& hints = {}) {
+  const std::function<uint64_t(int64_t)>& weight = hints.weight;
   if (jobs <= 1) {
     std::set<int64_t> ended;  // groups ended by consume: their remaining jobs are skipped
     for (int64_t i = 0; i < n; ++i) {
@@ -61,26 +85,73 @@ void RunOrdered(int64_t n, int jobs, const std::function<int64_t(int64_t)>& grou
     }
     return;
   }
+  long double budget = 0;
+  if (weight && n > 0) {
+    std::vector<uint64_t> w(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) w[static_cast<size_t>(i)] = weight(i);
+    const auto median = w.begin() + static_cast<std::ptrdiff_t>(w.size() / 2);
+    std::nth_element(w.begin(), median, w.end());
+    budget = static_cast<long double>(*std::max_element(w.begin(), w.end())) +
+             static_cast<long double>(jobs - 1) * static_cast<long double>(*median);
+  }
   std::mutex mu;
   std::condition_variable changed;
   std::map<int64_t, Result> done;  // finished, not consumed yet
   std::set<int64_t> ended;         // groups ended by consume
-  int64_t next = 0;                // the next job to start
+  std::map<int64_t, int> waiting;  // group -> its jobs started and not consumed yet
+  std::set<int64_t> started;       // jobs after `next` started out of order
+  int64_t next = 0;                // the first job not started (nor skipped)
   int64_t consumed = 0;            // jobs before this one are consumed or skipped
+  int running = 0;
+  long double running_weight = 0;
   bool stop = false;
   const int64_t window = int64_t{kLookahead} * jobs;
+  const int64_t far_window = int64_t{kFarLookahead} * jobs;
+  // The job to start now, or -1. Candidates in job order from `next`: one within `window` of the
+  // consumer, or within `far_window` where no earlier job of its group is still to be consumed;
+  // and that fits the budget. Without weights only `next` is a candidate.
+  const auto pick = [&]() -> int64_t {
+    while (next < n && (ended.contains(group(next)) || started.contains(next))) {
+      started.erase(next);
+      ++next;
+    }
+    std::set<int64_t> passed;  // groups of the jobs not started before the candidate
+    const int64_t last = std::min(n, consumed + far_window);
+    for (int64_t j = next; j < last; ++j) {
+      const int64_t g = group(j);
+      if (started.contains(j) || ended.contains(g)) continue;
+      const auto w = waiting.find(g);
+      const bool near = j < consumed + window;
+      const bool unwasted = (hints.group_may_end && !hints.group_may_end(g)) ||
+                            (!passed.contains(g) && (w == waiting.end() || w->second == 0));
+      const bool fits =
+          !weight || running == 0 || running_weight + static_cast<long double>(weight(j)) <= budget;
+      if ((near || unwasted) && fits) return j;
+      if (!weight) return -1;
+      passed.insert(g);
+    }
+    return -1;
+  };
   const auto worker = [&] {
     std::unique_lock<std::mutex> lock(mu);
     while (true) {
-      changed.wait(lock, [&] {
-        while (next < n && ended.contains(group(next))) ++next;
-        return stop || next >= n || next < consumed + window;
-      });
-      if (stop || next >= n) return;
-      const int64_t i = next++;
+      int64_t i = -1;
+      changed.wait(lock, [&] { return stop || (i = pick()) >= 0 || next >= n; });
+      if (stop || i < 0) return;
+      if (i == next) {
+        ++next;
+      } else {
+        started.insert(i);
+      }
+      ++waiting[group(i)];
+      const long double held = weight ? static_cast<long double>(weight(i)) : 0;
+      ++running;
+      running_weight += held;
       lock.unlock();
       Result r = run(i);
       lock.lock();
+      --running;
+      running_weight -= held;
       // A result the consumer has passed (its group ended meanwhile) is dropped, not kept.
       if (i >= consumed) done.emplace(i, std::move(r));
       changed.notify_all();
@@ -99,11 +170,15 @@ void RunOrdered(int64_t n, int jobs, const std::function<int64_t(int64_t)>& grou
     changed.wait(lock, [&] { return done.contains(i); });
     Result r = std::move(done.at(i));
     done.erase(i);
+    if (--waiting[group(i)] == 0) waiting.erase(group(i));
     lock.unlock();
     const Consumed c = consume(i, r);
     lock.lock();
     consumed = i + 1;
-    if (c == Consumed::kEndGroup) ended.insert(group(i));
+    if (c == Consumed::kEndGroup) {
+      ended.insert(group(i));
+      waiting.erase(group(i));  // its jobs start no more
+    }
     if (c == Consumed::kStop) stop = true;
     changed.notify_all();
     if (stop) break;

@@ -210,6 +210,20 @@ absl::StatusOr<RunFindings> RunApiCase(const ZooOptions& o, const std::string& c
   return found;
 }
 
+// What a run of `scenario` holds while it runs, relative to other scenarios': the bytes of its
+// tensors on all its ranks (its simulated device memory, roughly). Tells the threads which runs
+// not to run at once (ZooRuns::Run), never what a run finds.
+uint64_t RunWeight(const Scenario& scenario) {
+  uint64_t bytes = 0;
+  for (const auto& [name, tensor] : scenario.tensors) bytes += tensor.bytes();
+  return bytes * static_cast<uint64_t>(scenario.world);
+}
+
+// RunWeight of a zoo case of the ring (the API case's tensors are a few KiB: 0).
+uint64_t CaseWeight(const std::map<std::string, Scenario>& scenarios, const std::string& name) {
+  return name == kInPlaceThenAdd ? 0 : RunWeight(scenarios.at(name));
+}
+
 // One run of a zoo case of the ring.
 absl::StatusOr<RunFindings> RunCase(const ZooOptions& o, const MemoryLimit& limit,
                                     const std::map<std::string, Scenario>& scenarios,
@@ -255,14 +269,19 @@ using Take = std::function<bool(int run, const RunFindings& found)>;
 // The zoo's run loops, run together: each row runs run(i) for runs 1..runs and takes the
 // results in order with take(i, found) until take returns false. Runs go run by run across the
 // rows (run 1 of every row first), on `jobs` threads: threads find work in other rows while a
-// row is still running, and a row that ends at its first run wastes no run. The results are
-// taken in that order for any number of threads, so the report is the same. The first error in
-// that order ends everything. Rows may have different numbers of runs (the size family's).
+// row is still running, and a row that ends at its first run wastes no run. Two heavy runs (large
+// size-regime scenarios) do not run at once while light ones can run beside them (JobHints), so
+// that more threads need little more memory. The results are taken in that order for any number
+// of threads, so the report is the same. The first error in that order ends everything. Rows may
+// have different numbers of runs (the size family's).
 class ZooRuns {
  public:
-  // `seconds`, when given, adds up the times of the row's runs.
-  void Add(int runs, std::function<Found(int)> run, Take take, double* seconds = nullptr) {
-    rows_.push_back(Row{runs, std::move(run), std::move(take), seconds});
+  // `weight`: what a run of the row holds, relative to the others (RunWeight); `may_end`:
+  // whether `take` may end the row (a fault row's) or takes every run (a clean row's); `seconds`,
+  // when given, adds up the times of the row's runs.
+  void Add(int runs, uint64_t weight, bool may_end, std::function<Found(int)> run, Take take,
+           double* seconds = nullptr) {
+    rows_.push_back(Row{runs, weight, may_end, std::move(run), std::move(take), seconds});
   }
 
   struct Timed {
@@ -344,13 +363,17 @@ class ZooRuns {
     }
     RunOrdered<Timed>(
         static_cast<int64_t>(jobs_list.size()), jobs,
-        [&](int64_t k) { return static_cast<int64_t>(jobs_list[k].first); }, run, consume);
+        [&](int64_t k) { return static_cast<int64_t>(jobs_list[k].first); }, run, consume,
+        JobHints{[&](int64_t k) { return rows_[jobs_list[k].first].weight; },
+                 [&](int64_t row) { return rows_[static_cast<size_t>(row)].may_end; }});
     return error;
   }
 
  private:
   struct Row {
     int runs;
+    uint64_t weight;
+    bool may_end;
     std::function<Found(int)> run;
     Take take;
     double* seconds;
@@ -360,10 +383,10 @@ class ZooRuns {
 
 // The collective under test with no fault, on one scenario over runs 1..runs: `run(i)` gives
 // what run i found (any checker is a failing run); `ran` follows every run.
-void AddCleanRow(ZooRuns& runs, const ZooOptions& o, int count, std::function<Found(int)> run,
-                 std::function<void()> ran, ZooCleanRow& row) {
+void AddCleanRow(ZooRuns& runs, const ZooOptions& o, int count, uint64_t weight,
+                 std::function<Found(int)> run, std::function<void()> ran, ZooCleanRow& row) {
   runs.Add(
-      count, std::move(run),
+      count, weight, /*may_end=*/false, std::move(run),
       [&o, &row, ran = std::move(ran)](int i, const RunFindings& found) {
         ++row.seeds_run;
         ran();
@@ -392,7 +415,7 @@ absl::Status AddSizeRows(ZooRuns& runs, const ZooOptions& options, const MemoryL
     const auto run = [&options, &limit, &s, collective](int i) {
       return RunScenario(options, limit, s, collective, FaultSet(), i);
     };
-    AddCleanRow(runs, options, options.size_seeds, run, ran, row);
+    AddCleanRow(runs, options, options.size_seeds, RunWeight(s), run, ran, row);
   }
   return absl::OkStatus();
 }
@@ -441,7 +464,8 @@ absl::StatusOr<ZooReport> RunPluginZoo(const ZooOptions& options) {
                    ? RunScenario(options, limit, *scenario, options.collective, FaultSet(), i)
                    : RunApiCase(options, options.collective, FaultSet(), static_cast<uint64_t>(i));
       };
-      AddCleanRow(runs, options, options.seeds, run, ran, row);
+      AddCleanRow(runs, options, options.seeds, scenario != nullptr ? RunWeight(*scenario) : 0, run,
+                  ran, row);
     } else {
       done += options.seeds;
       if (options.progress) options.progress(done, total);
@@ -552,16 +576,17 @@ absl::StatusOr<ZooReport> RunZoo(const ZooOptions& options) {
     const auto run = [&options, &limit, &scenarios, &row](int seed) {
       return RunCase(options, limit, scenarios, row.scenario, FaultSet().Add(row.fault), seed);
     };
-    runs.Add(options.seeds, run, [&options, &row, ran](int seed, const RunFindings& found) {
-      ++row.seeds_run;
-      ran(1);
-      if (found.checkers.empty()) return true;
-      ran(options.seeds - seed);  // the seeds a detected row skips
-      row.detected = true;
-      row.first_seed = seed;
-      row.checkers = absl::StrJoin(found.checkers, ",");
-      return false;
-    });
+    runs.Add(options.seeds, CaseWeight(scenarios, row.scenario), /*may_end=*/true, run,
+             [&options, &row, ran](int seed, const RunFindings& found) {
+               ++row.seeds_run;
+               ran(1);
+               if (found.checkers.empty()) return true;
+               ran(options.seeds - seed);  // the seeds a detected row skips
+               row.detected = true;
+               row.first_seed = seed;
+               row.checkers = absl::StrJoin(found.checkers, ",");
+               return false;
+             });
   }
   for (ZooCleanRow& row : report.clean) {
     if (!row.skipped.empty()) {
@@ -572,7 +597,8 @@ absl::StatusOr<ZooReport> RunZoo(const ZooOptions& options) {
       return RunCase(options, limit, scenarios, row.scenario, FaultSet(), i);
     };
     AddCleanRow(
-        runs, options, options.seeds, run, [ran] { ran(1); }, row);
+        runs, options, options.seeds, CaseWeight(scenarios, row.scenario), run, [ran] { ran(1); },
+        row);
   }
   for (size_t p = 0; p < report.plugins.size(); ++p) {
     ZooPluginRow& row = report.plugins[p];
@@ -580,7 +606,7 @@ absl::StatusOr<ZooReport> RunZoo(const ZooOptions& options) {
     const std::string bug = absl::StrCat(options.plugins_dir, "/", row.plugin, ".so");
     const std::string fix = absl::StrCat(options.plugins_dir, "/", row.fixed, ".so");
     runs.Add(
-        options.seeds,
+        options.seeds, RunWeight(scenario), /*may_end=*/true,
         [&options, &limit, &scenario, bug](int i) {
           return RunScenario(options, limit, scenario, bug, FaultSet(), i);
         },
@@ -595,7 +621,7 @@ absl::StatusOr<ZooReport> RunZoo(const ZooOptions& options) {
           return false;
         });
     runs.Add(
-        options.seeds,
+        options.seeds, RunWeight(scenario), /*may_end=*/false,
         [&options, &limit, &scenario, fix](int i) {
           return RunScenario(options, limit, scenario, fix, FaultSet(), i);
         },
