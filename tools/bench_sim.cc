@@ -9,6 +9,8 @@
 //     memory hierarchy);
 //   - BM_Memcpy: memcpy of 1 MiB to 1 GiB between two warm buffers, the baseline of the
 //     simulator's figures (tools/bench_ratios divides by the 1 GiB one);
+//   - BM_MemcpyOnThreads: memcpy of 4 and 64 MiB on one thread and on two at once, how the
+//     machine's copy rate grows with a second thread (what bounds --jobs' gain);
 //   - BM_ReplayScenario: whole-model scenarios (GLM-class and Llama-class TP8 prefill) replayed
 //     end to end with every checker on, per fidelity;
 //   - BM_FoundingReplay: the founding-incident scenario in the values fidelity, one seed after
@@ -121,6 +123,29 @@ void BM_Memcpy(benchmark::State& state) {
 BENCHMARK(BM_Memcpy)
     ->RangeMultiplier(4)
     ->Range(1 << 20, 1 << 30)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// memcpy of S bytes between two warm buffers of each thread, on 1 and 2 threads at once: how the
+// machine's copy rate grows with a second thread (bytes_per_second counts every thread's). The
+// simulator's values fidelity is mostly copies, fills and adds, so this bounds what --jobs=2
+// can gain over --jobs=1 in a seed campaign (tools/bench_ratios prints it beside the zoo's).
+void BM_MemcpyOnThreads(benchmark::State& state) {
+  const size_t bytes = static_cast<size_t>(state.range(0));
+  std::vector<uint8_t> a(bytes, 1), b(bytes, 2);
+  for (auto _ : state) {
+    std::memcpy(b.data(), a.data(), bytes);
+    benchmark::DoNotOptimize(b.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes));
+}
+BENCHMARK(BM_MemcpyOnThreads)
+    ->Arg(4 << 20)
+    ->Arg(64 << 20)
+    ->Threads(1)
+    ->Threads(2)
+    ->MinTime(0.5)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
