@@ -24,13 +24,14 @@ Pool& ThePool();
 class Pool {
  public:
   Pool() {
-    // A forked child (a worker process) starts with no kept blocks (they are not mapped there:
+    // A forked child (a worker process) starts with no blocks (they are not mapped there:
     // MADV_DONTFORK), and with the lock free even when another thread held it at the fork.
     pthread_atfork([] { ThePool().mu_.lock(); }, [] { ThePool().mu_.unlock(); },
-                   [] { ThePool().ForgetKeptInChild(); });  // the child's only thread holds it
+                   [] { ThePool().ForgetBlocksInChild(); });  // the child's only thread holds it
   }
 
-  absl::StatusOr<uint8_t*> Acquire(uint64_t bytes) {
+  // The block's start, and the process (process_) it belongs to.
+  absl::StatusOr<std::pair<uint8_t*, uint64_t>> Acquire(uint64_t bytes) {
     std::lock_guard<std::mutex> lock(mu_);
     // A kept block of that size, else the front of the smallest larger one, whose rest stays
     // kept (a mapping's pages unmap on their own, so a block splits at any multiple of the
@@ -39,10 +40,9 @@ class Pool {
       const auto [size, data] = *it;
       EraseKept(data, size);
       if (size > bytes) InsertKept(data + bytes, size - bytes);
-      Share(data, bytes);
       stats_.kept -= bytes;
       stats_.in_use += bytes;
-      return data;
+      return std::make_pair(data, process_);
     }
     // No kept block is large enough: map a new range and move the kept blocks' pages into it,
     // largest first, so that only the shortfall is fresh memory. Moving remaps pages (mremap), it
@@ -60,19 +60,17 @@ class Pool {
       stats_.moved_total += n;
       filled += n;
     }
-    Share(data, bytes);
     stats_.in_use += bytes;
     stats_.peak_in_use = std::max(stats_.peak_in_use, stats_.in_use);
     stats_.mapped_total += bytes - filled;
-    return data;
+    return std::make_pair(data, process_);
   }
 
-  void Release(uint8_t* data, uint64_t bytes) {
+  void Release(uint8_t* data, uint64_t bytes, uint64_t process) {
     std::lock_guard<std::mutex> lock(mu_);
+    if (process != process_) return;  // acquired before a fork: not mapped in this process
     stats_.in_use -= bytes;
     stats_.kept += bytes;
-    // Not for forked children: a worker that wrote to an inherited kept page would copy it.
-    madvise(data, bytes, MADV_DONTFORK);
     // Joined with its neighbours in the address space, so that a larger request can take them
     // as one block.
     if (auto next = by_addr_.find(data + bytes); next != by_addr_.end()) {
@@ -134,11 +132,10 @@ class Pool {
     // ones). A block used in part (flags, counters) costs 2 MiB of memory; blocks are few.
     // Only a hint: where the kernel has no huge pages, nothing changes.
     madvise(data, bytes, MADV_HUGEPAGE);
+    // Not inherited by forked children (host_block_pool.h). Moving pages (mremap) keeps it.
+    madvise(data, bytes, MADV_DONTFORK);
     return data;
   }
-
-  // A block handed out is inherited by forked children again (they may read what it holds).
-  static void Share(uint8_t* data, uint64_t bytes) { madvise(data, bytes, MADV_DOFORK); }
 
   void InsertKept(uint8_t* data, uint64_t bytes) {
     by_addr_.emplace(data, bytes);
@@ -149,10 +146,12 @@ class Pool {
     by_size_.erase({bytes, data});
   }
 
-  void ForgetKeptInChild() {
+  void ForgetBlocksInChild() {
     by_addr_.clear();
     by_size_.clear();
     stats_.kept = 0;
+    stats_.in_use = 0;
+    ++process_;
     mu_.unlock();
   }
 
@@ -160,6 +159,7 @@ class Pool {
   std::map<uint8_t*, uint64_t> by_addr_;             // kept blocks: start -> size
   std::set<std::pair<uint64_t, uint8_t*>> by_size_;  // kept blocks: (size, start)
   HostBlockPoolStats stats_;
+  uint64_t process_ = 0;  // forks in this process's line of descent: blocks of another are not ours
 };
 
 // Never destroyed: blocks of objects with static storage may come back after main returns.
@@ -171,19 +171,22 @@ Pool& ThePool() {
 }  // namespace
 
 HostBlock::HostBlock(HostBlock&& other) noexcept
-    : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+    : data_(std::exchange(other.data_, nullptr)),
+      bytes_(std::exchange(other.bytes_, 0)),
+      process_(other.process_) {}
 
 HostBlock& HostBlock::operator=(HostBlock&& other) noexcept {
   if (this != &other) {
-    if (data_ != nullptr) ThePool().Release(data_, bytes_);
+    if (data_ != nullptr) ThePool().Release(data_, bytes_, process_);
     data_ = std::exchange(other.data_, nullptr);
     bytes_ = std::exchange(other.bytes_, 0);
+    process_ = other.process_;
   }
   return *this;
 }
 
 HostBlock::~HostBlock() {
-  if (data_ != nullptr) ThePool().Release(data_, bytes_);
+  if (data_ != nullptr) ThePool().Release(data_, bytes_, process_);
 }
 
 absl::StatusOr<HostBlock> AcquireHostBlock(uint64_t bytes) {
@@ -191,8 +194,8 @@ absl::StatusOr<HostBlock> AcquireHostBlock(uint64_t bytes) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "host block of %d bytes: must be a positive multiple of %d", bytes, kHostBlockAlign));
   }
-  DMALAB_ASSIGN_OR_RETURN(auto* data, ThePool().Acquire(bytes));
-  return HostBlock(data, bytes);
+  DMALAB_ASSIGN_OR_RETURN(const auto block, ThePool().Acquire(bytes));
+  return HostBlock(block.first, bytes, block.second);
 }
 
 uint64_t TrimHostBlockPool() { return ThePool().Trim(); }

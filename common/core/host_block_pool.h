@@ -15,8 +15,12 @@
 // fresh memory. So the process holds at most its peak in-use bytes, and touches fresh memory only
 // when its use grows past that peak.
 //
-// Forked children (worker processes) inherit no kept block: theirs would be copy-on-write pages
-// of the parent, dearer to write than fresh ones.
+// Forked children (worker processes) inherit no block, kept or in use (MADV_DONTFORK): a kept
+// block would be copy-on-write pages of the parent, dearer to write than fresh ones; and a fork
+// that shared the blocks in use would make every later write of the parent's other threads to
+// them (a seed campaign's simulators, --jobs) a page fault, and a copy while the child lives. A
+// child uses the blocks it acquires itself; one acquired before the fork is not mapped in the
+// child, and releasing it there does nothing.
 #ifndef DMALAB_COMMON_CORE_HOST_BLOCK_POOL_H_
 #define DMALAB_COMMON_CORE_HOST_BLOCK_POOL_H_
 
@@ -41,9 +45,11 @@ class HostBlock {
 
  private:
   friend absl::StatusOr<HostBlock> AcquireHostBlock(uint64_t bytes);
-  HostBlock(uint8_t* data, uint64_t bytes) : data_(data), bytes_(bytes) {}
+  HostBlock(uint8_t* data, uint64_t bytes, uint64_t process)
+      : data_(data), bytes_(bytes), process_(process) {}
   uint8_t* data_ = nullptr;
   uint64_t bytes_ = 0;
+  uint64_t process_ = 0;  // which process of a line of forks acquired it (the pool's count)
 };
 
 // A block of exactly `bytes` (a multiple of kHostBlockAlign): a kept one of that size, else the
