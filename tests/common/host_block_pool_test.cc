@@ -33,6 +33,13 @@ uint64_t PresentPages(const uint8_t* data, uint64_t bytes) {
   return n;
 }
 
+// The exit code of child `pid` once it ends; -1 when it did not exit by itself.
+int ExitCodeOf(pid_t pid) {
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
+}
+
 // Writes `tag` into the first and last byte of every kBlock of [data, data + bytes).
 void Tag(uint8_t* data, uint64_t bytes, uint8_t tag) {
   for (uint64_t b = 0; b < bytes; b += kBlock) data[b] = data[b + kBlock - 1] = tag;
@@ -176,10 +183,7 @@ TEST(HostBlockPoolTest, AForkedChildStartsWithNoKeptBlocks) {
     if (code == 0) std::memset(b->data(), 4, b->bytes());
     _exit(code);
   }
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_EQ(ExitCodeOf(pid), 0);
   // The parent's kept block is still its own, whole.
   EXPECT_EQ(GetHostBlockPoolStats().kept, 4 * kBlock);
   absl::StatusOr<HostBlock> again = AcquireHostBlock(4 * kBlock);
@@ -214,10 +218,7 @@ TEST(HostBlockPoolTest, ABlockInUseAtAForkIsNotTheChilds) {
     if (code == 0) std::memset(own->data(), 6, own->bytes());
     _exit(code);
   }
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_EQ(ExitCodeOf(pid), 0);
   EXPECT_EQ(held->data()[0], 5);
   EXPECT_EQ(held->data()[3 * kBlock - 1], 5);
   EXPECT_EQ(GetHostBlockPoolStats().in_use, 3 * kBlock);

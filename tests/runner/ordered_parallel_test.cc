@@ -140,6 +140,36 @@ class StartLog {
   std::set<int64_t> started_;
 };
 
+// What a RunOrdered over `n` jobs did while its job 0 waited for job `awaited` to start (at most
+// 20 s): whether it started, which jobs had started by then, and the order of consumption.
+struct WhileJobZeroWaited {
+  bool awaited_started = false;
+  std::set<int64_t> started;
+  std::vector<int64_t> consumed;
+};
+WhileJobZeroWaited RunWithJobZeroAwaiting(int64_t n, int jobs,
+                                          const std::function<int64_t(int64_t)>& group,
+                                          int64_t awaited, const JobHints& hints) {
+  StartLog log;
+  WhileJobZeroWaited out;
+  RunOrdered<int64_t>(
+      n, jobs, group,
+      [&](int64_t i) {
+        log.Started(i);
+        if (i == 0) {
+          out.awaited_started = log.AwaitStart(awaited);
+          out.started = log.Snapshot();
+        }
+        return i;
+      },
+      [&](int64_t i, int64_t&) {
+        out.consumed.push_back(i);
+        return Consumed::kContinue;
+      },
+      hints);
+  return out;
+}
+
 // A long job does not idle the other threads once the lookahead is used up behind it: jobs of
 // other groups, which no result before them can end, start up to the far lookahead; jobs of its
 // own group stay within the near one. Without weights jobs start in order, so the first job held
@@ -152,31 +182,15 @@ TEST(RunOrderedTest, ALongJobLeavesTheOtherThreadsJobsOfOtherGroups) {
   for (bool weighted : {false, true}) {
     // Beyond the near lookahead (kLookahead * kJobs = 8) of the consumer, who waits for job 0.
     const int64_t awaited = weighted ? 99 : 49;
-    StartLog log;
-    std::set<int64_t> while_job0_ran;
-    bool saw_far_job = false;
-    std::vector<int64_t> consumed;
-    RunOrdered<int64_t>(
-        kN, kJobs, group,
-        [&](int64_t i) {
-          log.Started(i);
-          if (i == 0) {
-            saw_far_job = log.AwaitStart(awaited);
-            while_job0_ran = log.Snapshot();
-          }
-          return i;
-        },
-        [&](int64_t i, int64_t&) {
-          consumed.push_back(i);
-          return Consumed::kContinue;
-        },
+    const WhileJobZeroWaited run = RunWithJobZeroAwaiting(
+        kN, kJobs, group, awaited,
         weighted ? Weighted([](int64_t) { return uint64_t{1}; }) : JobHints());
-    EXPECT_TRUE(saw_far_job) << "job " << awaited << " did not start while job 0 ran; weighted "
-                             << weighted;
-    EXPECT_FALSE(while_job0_ran.contains(50)) << "weighted " << weighted;
-    EXPECT_FALSE(while_job0_ran.contains(70)) << "weighted " << weighted;
-    ASSERT_EQ(consumed.size(), static_cast<size_t>(kN));
-    for (int64_t i = 0; i < kN; ++i) EXPECT_EQ(consumed[i], i);
+    EXPECT_TRUE(run.awaited_started)
+        << "job " << awaited << " did not start while job 0 ran; weighted " << weighted;
+    EXPECT_FALSE(run.started.contains(50)) << "weighted " << weighted;
+    EXPECT_FALSE(run.started.contains(70)) << "weighted " << weighted;
+    ASSERT_EQ(run.consumed.size(), static_cast<size_t>(kN));
+    for (int64_t i = 0; i < kN; ++i) EXPECT_EQ(run.consumed[i], i);
   }
 }
 
@@ -184,26 +198,13 @@ TEST(RunOrderedTest, ALongJobLeavesTheOtherThreadsJobsOfOtherGroups) {
 // an earlier one of it still waits to be consumed.
 TEST(RunOrderedTest, JobsOfAGroupThatCannotEndStartFarAhead) {
   constexpr int kJobs = 2;
-  constexpr int64_t kN = 60;
   // Two groups: even jobs (group 0, cannot end) and odd jobs (group 1, may end).
   const auto group = [](int64_t i) { return i % 2; };
-  StartLog log;
-  bool saw_far_job = false;
-  std::set<int64_t> while_job0_ran;
-  RunOrdered<int64_t>(
-      kN, kJobs, group,
-      [&](int64_t i) {
-        log.Started(i);
-        if (i == 0) {
-          saw_far_job = log.AwaitStart(40);
-          while_job0_ran = log.Snapshot();
-        }
-        return i;
-      },
-      [&](int64_t, int64_t&) { return Consumed::kContinue; },
+  const WhileJobZeroWaited run = RunWithJobZeroAwaiting(
+      60, kJobs, group, 40,
       Weighted([](int64_t) { return uint64_t{1}; }, [](int64_t g) { return g == 1; }));
-  EXPECT_TRUE(saw_far_job) << "job 40 did not start while job 0 ran";
-  for (int64_t i : while_job0_ran) {
+  EXPECT_TRUE(run.awaited_started) << "job 40 did not start while job 0 ran";
+  for (int64_t i : run.started) {
     if (group(i) == 1) {
       EXPECT_LT(i, kLookahead * kJobs) << "job " << i << " of a group that may end";
     }
