@@ -24,7 +24,6 @@
 
 #include <algorithm>
 #include <condition_variable>
-#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -87,12 +86,18 @@ void RunOrdered(int64_t n, int jobs, const std::function<int64_t(int64_t)>& grou
   }
   long double budget = 0;
   if (weight && n > 0) {
-    std::vector<uint64_t> w(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) w[static_cast<size_t>(i)] = weight(i);
-    const auto median = w.begin() + static_cast<std::ptrdiff_t>(w.size() / 2);
-    std::nth_element(w.begin(), median, w.end());
-    budget = static_cast<long double>(*std::max_element(w.begin(), w.end())) +
-             static_cast<long double>(jobs - 1) * static_cast<long double>(*median);
+    // Counted by distinct weight, not kept per job: a campaign of a million seeds has few.
+    std::map<uint64_t, int64_t> count;
+    for (int64_t i = 0; i < n; ++i) ++count[weight(i)];
+    uint64_t median = 0;
+    int64_t below = 0;
+    for (const auto& [w, c] : count) {
+      median = w;
+      below += c;
+      if (below > n / 2) break;
+    }
+    budget = static_cast<long double>(count.rbegin()->first) +
+             static_cast<long double>(jobs - 1) * static_cast<long double>(median);
   }
   std::mutex mu;
   std::condition_variable changed;

@@ -4,10 +4,13 @@
 #include <chrono>
 #include <deque>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -276,6 +279,49 @@ using Take = std::function<bool(int run, const RunFindings& found)>;
 // have different numbers of runs (the size family's).
 class ZooRuns {
  public:
+  // The order of the jobs, run 1 of every row first, then run 2 of every row that has one, and so
+  // on, each round in the rows' order: job k is (row, run). Kept as stretches of rounds in which
+  // the same rows take part, not as a list of every job, so that a campaign of a million seeds
+  // holds a few rows' worth of it.
+  class JobOrder {
+   public:
+    explicit JobOrder(const std::vector<int>& runs) {
+      std::vector<int> ends(runs.begin(), runs.end());  // the rounds where a stretch ends
+      std::sort(ends.begin(), ends.end());
+      ends.erase(std::unique(ends.begin(), ends.end()), ends.end());
+      int last = 0;
+      for (int end : ends) {
+        if (end <= last) continue;  // rows of no run take part nowhere
+        Stretch s{size_, last + 1, {}};
+        for (size_t r = 0; r < runs.size(); ++r) {
+          if (runs[r] >= end) s.rows.push_back(r);
+        }
+        size_ += static_cast<int64_t>(end - last) * static_cast<int64_t>(s.rows.size());
+        stretches_.push_back(std::move(s));
+        last = end;
+      }
+    }
+    int64_t size() const { return size_; }
+    // (row, run) of job k, 0 <= k < size().
+    std::pair<size_t, int> operator[](int64_t k) const {
+      const auto it = std::prev(
+          std::upper_bound(stretches_.begin(), stretches_.end(), k,
+                           [](int64_t job, const Stretch& s) { return job < s.first_job; }));
+      const int64_t off = k - it->first_job, width = static_cast<int64_t>(it->rows.size());
+      return {it->rows[static_cast<size_t>(off % width)],
+              it->first_run + static_cast<int>(off / width)};
+    }
+
+   private:
+    struct Stretch {
+      int64_t first_job;
+      int first_run;
+      std::vector<size_t> rows;  // those taking part, in order
+    };
+    std::vector<Stretch> stretches_;
+    int64_t size_ = 0;
+  };
+
   // `weight`: what a run of the row holds, relative to the others (RunWeight); `may_end`:
   // whether `take` may end the row (a fault row's) or takes every run (a clean row's); `seconds`,
   // when given, adds up the times of the row's runs.
@@ -321,15 +367,9 @@ class ZooRuns {
   }
 
   absl::Status Run(int jobs) {
-    // Job k: run (k / rows + 1) of row k % rows; rows with fewer runs leave holes, skipped.
-    int most = 0;
-    for (const Row& row : rows_) most = std::max(most, row.runs);
-    std::vector<std::pair<size_t, int>> jobs_list;  // (row, run)
-    for (int i = 1; i <= most; ++i) {
-      for (size_t r = 0; r < rows_.size(); ++r) {
-        if (i <= rows_[r].runs) jobs_list.emplace_back(r, i);
-      }
-    }
+    std::vector<int> runs;
+    for (const Row& row : rows_) runs.push_back(row.runs);
+    const JobOrder jobs_list(runs);
     absl::Status error;
     const auto run = [&](int64_t k) {
       const auto start = std::chrono::steady_clock::now();
@@ -350,8 +390,7 @@ class ZooRuns {
       // takes every result in the same order as above, skipping the rows that ended.
       std::set<size_t> ended;
       absl::Status split = RunSplit(
-          static_cast<int64_t>(jobs_list.size()), jobs,
-          [&](int64_t k) { return SerializeTimed(run(k)); },
+          jobs_list.size(), jobs, [&](int64_t k) { return SerializeTimed(run(k)); },
           [&](int64_t k, const std::string& text) {
             if (ended.contains(jobs_list[k].first)) return true;
             Timed t = ParseTimed(text);
@@ -362,8 +401,8 @@ class ZooRuns {
       return split.ok() ? error : split;
     }
     RunOrdered<Timed>(
-        static_cast<int64_t>(jobs_list.size()), jobs,
-        [&](int64_t k) { return static_cast<int64_t>(jobs_list[k].first); }, run, consume,
+        jobs_list.size(), jobs, [&](int64_t k) { return static_cast<int64_t>(jobs_list[k].first); },
+        run, consume,
         JobHints{[&](int64_t k) { return rows_[jobs_list[k].first].weight; },
                  [&](int64_t row) { return rows_[static_cast<size_t>(row)].may_end; }});
     return error;
