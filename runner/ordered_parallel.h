@@ -7,8 +7,9 @@
 // seed: the row's later seeds are not run) or everything (an error). A job is started only when
 // its group is still open; one already started for a group that ends is finished and dropped.
 // At most `jobs` run at once. A job starts only when fewer than kLookahead * `jobs` jobs lie
-// between the consumer and it, or, where no earlier job of its own group waits to be consumed
-// (so that no result can end its group before it: it is never wasted), fewer than
+// between the consumer and it, or, where no earlier job of its own group waits to be consumed or
+// its group cannot end (so that no result can end its group before it: it is never wasted), fewer
+// than
 // kFarLookahead * `jobs`. So at most that many results wait to be consumed (memory stays
 // bounded), and a group that ends at its first job (a fault found at seed 1) wastes at most
 // kLookahead * `jobs` runs. The lookahead is more than `jobs` so that a thread that finished a
@@ -49,10 +50,6 @@ inline int AvailableCores() {
   return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
 
-// For i in [0, n): run(i) on one of `jobs` threads (the calling thread alone when jobs is 1), then
-// consume(i, result) on the calling thread in increasing i. group(i) names i's group (its jobs
-// need not be next to each other). Returns after the last consume, or once consume returns kStop.
-//
 // What a caller may tell RunOrdered of its jobs, so that they keep every thread busy.
 struct JobHints {
   // What job i holds while it runs (its memory, roughly). When given, the jobs running at once
@@ -67,6 +64,9 @@ struct JobHints {
   std::function<bool(int64_t group)> group_may_end;
 };
 
+// For i in [0, n): run(i) on one of `jobs` threads (the calling thread alone when jobs is 1), then
+// consume(i, result) on the calling thread in increasing i. group(i) names i's group (its jobs
+// need not be next to each other). Returns after the last consume, or once consume returns kStop.
 template <typename Result>
 void RunOrdered(int64_t n, int jobs, const std::function<int64_t(int64_t)>& group,
                 const std::function<Result(int64_t)>& run,

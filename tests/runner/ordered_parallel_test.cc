@@ -26,6 +26,15 @@ int64_t SlowSquare(int64_t i) {
   return i * i;
 }
 
+// Hints with `weight` and, when given, `group_may_end`.
+JobHints Weighted(std::function<uint64_t(int64_t)> weight,
+                  std::function<bool(int64_t)> group_may_end = nullptr) {
+  JobHints hints;
+  hints.weight = std::move(weight);
+  hints.group_may_end = std::move(group_may_end);
+  return hints;
+}
+
 TEST(RunOrderedTest, ResultsAreConsumedInJobOrderForAnyNumberOfThreads) {
   for (int jobs : {1, 2, 3, 8}) {
     std::vector<int64_t> seen;
@@ -43,17 +52,23 @@ TEST(RunOrderedTest, ResultsAreConsumedInJobOrderForAnyNumberOfThreads) {
 }
 
 TEST(RunOrderedTest, AnEndedGroupConsumesNothingMoreAndTheNextGroupsRun) {
-  // Groups of 10 jobs; group g ends at its job g + 2 (a fault found at seed g + 3).
+  // Groups of 10 jobs; group g ends at its job g + 2 (a fault found at seed g + 3). With weights
+  // too, where jobs may start out of order.
   const auto group = [](int64_t i) { return i / 10; };
-  for (int jobs : {1, 2, 4}) {
-    std::vector<int64_t> seen;
-    RunOrdered<int64_t>(40, jobs, group, SlowSquare, [&](int64_t i, int64_t&) {
-      seen.push_back(i);
-      return i % 10 == group(i) + 2 ? Consumed::kEndGroup : Consumed::kContinue;
-    });
-    const std::vector<int64_t> want = {0,  1,  2,  10, 11, 12, 13, 20, 21,
-                                       22, 23, 24, 30, 31, 32, 33, 34, 35};
-    EXPECT_EQ(seen, want) << "jobs " << jobs;
+  for (bool weighted : {false, true}) {
+    for (int jobs : {1, 2, 4}) {
+      std::vector<int64_t> seen;
+      RunOrdered<int64_t>(
+          40, jobs, group, SlowSquare,
+          [&](int64_t i, int64_t&) {
+            seen.push_back(i);
+            return i % 10 == group(i) + 2 ? Consumed::kEndGroup : Consumed::kContinue;
+          },
+          weighted ? Weighted([](int64_t i) { return static_cast<uint64_t>(i % 7); }) : JobHints());
+      const std::vector<int64_t> want = {0,  1,  2,  10, 11, 12, 13, 20, 21,
+                                         22, 23, 24, 30, 31, 32, 33, 34, 35};
+      EXPECT_EQ(seen, want) << "jobs " << jobs << ", weighted " << weighted;
+    }
   }
 }
 
@@ -105,14 +120,6 @@ TEST(RunOrderedTest, JobsStartAtMostTheLookaheadAheadOfConsumption) {
       });
   EXPECT_EQ(started, 200);
   EXPECT_LT(farthest_ahead, kLookahead * kJobs);
-}
-
-JobHints Weighted(std::function<uint64_t(int64_t)> weight,
-                  std::function<bool(int64_t)> group_may_end = nullptr) {
-  JobHints hints;
-  hints.weight = std::move(weight);
-  hints.group_may_end = std::move(group_may_end);
-  return hints;
 }
 
 // Started jobs, and a way for a job to wait until another has started (bounded: a job that never
@@ -251,25 +258,6 @@ TEST(RunOrderedTest, WeightsKeepTheRunningJobsWithinTheBudget) {
   EXPECT_LE(most, 102u);
   ASSERT_EQ(consumed.size(), static_cast<size_t>(kN));
   for (int64_t i = 0; i < kN; ++i) EXPECT_EQ(consumed[i], i);
-}
-
-// An ended group's jobs start no more with weights too.
-TEST(RunOrderedTest, WeightsKeepGroupsEnding) {
-  const auto group = [](int64_t i) { return i / 10; };
-  const auto weight = [](int64_t i) { return static_cast<uint64_t>(i % 7); };
-  for (int jobs : {2, 4}) {
-    std::vector<int64_t> seen;
-    RunOrdered<int64_t>(
-        40, jobs, group, SlowSquare,
-        [&](int64_t i, int64_t&) {
-          seen.push_back(i);
-          return i % 10 == group(i) + 2 ? Consumed::kEndGroup : Consumed::kContinue;
-        },
-        Weighted(weight));
-    const std::vector<int64_t> want = {0,  1,  2,  10, 11, 12, 13, 20, 21,
-                                       22, 23, 24, 30, 31, 32, 33, 34, 35};
-    EXPECT_EQ(seen, want) << "jobs " << jobs;
-  }
 }
 
 TEST(RunOrderedTest, NoJobsIsNothingToDo) {
