@@ -3,8 +3,6 @@
 #include <iterator>
 #include <utility>
 
-#include "absl/container/inlined_vector.h"
-
 namespace dmalab {
 namespace {
 
@@ -88,10 +86,15 @@ Provenance ShadowMemory::Get(uint64_t lo, uint64_t hi) const {
   return out;
 }
 
+void ShadowMemory::GetInto(uint64_t lo, uint64_t hi, FewPieces& out) const {
+  out.clear();
+  Collect(lo, hi, out);
+}
+
 void ShadowMemory::CopyFrom(const ShadowMemory& from, uint64_t src, uint64_t dst, uint64_t bytes) {
   // Read whole before anything is written: `from` may be this memory, the ranges may overlap.
   // A copy usually moves one or two pieces and no word: no heap allocation for them.
-  absl::InlinedVector<ProvenancePiece, 4> pieces;
+  FewPieces pieces;
   from.Collect(src, src + bytes, pieces);
   absl::InlinedVector<std::pair<uint64_t, uint64_t>, 4> words;
   for (auto it = from.words_.lower_bound(src);
@@ -105,6 +108,29 @@ void ShadowMemory::CopyFrom(const ShadowMemory& from, uint64_t src, uint64_t dst
 }
 
 void ShadowMemory::StoreWord(uint64_t addr, uint64_t value) { words_[addr] = value; }
+
+void ShadowMemory::AssignWord(uint64_t addr, uint64_t value, uint64_t origin) {
+  const uint64_t end = addr + 8;
+  auto word = words_.find(addr);
+  auto piece = pieces_.find(addr);
+  // The usual case: the word and its piece are exactly these bytes, and no other known word
+  // overlaps them (words may lie anywhere a copy put them).
+  const bool in_place = origin != kUnwrittenOrigin && word != words_.end() &&
+                        piece != pieces_.end() && piece->second.end == end &&
+                        (word == words_.begin() || std::prev(word)->first + 8 <= addr) &&
+                        (std::next(word) == words_.end() || std::next(word)->first >= end);
+  if (!in_place) {
+    Assign(addr, end, origin, 0);
+    words_[addr] = value;
+    return;
+  }
+  word->second = value;
+  piece->second.origin = origin;
+  piece->second.origin_offset = 0;
+  // As Assign: the piece may continue its predecessor, or the next piece continue it.
+  MergeWithPrevious(end);
+  MergeWithPrevious(addr);
+}
 
 std::optional<uint64_t> ShadowMemory::LoadWord(uint64_t addr) const {
   if (auto it = words_.find(addr); it != words_.end()) return it->second;

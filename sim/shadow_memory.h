@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/container/btree_map.h"
+#include "absl/container/inlined_vector.h"
 #include "dmalab/provenance.h"
 
 namespace dmalab {
@@ -25,12 +26,18 @@ class ShadowMemory {
   void Assign(uint64_t lo, uint64_t hi, uint64_t origin, uint64_t origin_offset);
   // The provenance of [lo, hi), offsets relative to lo.
   Provenance Get(uint64_t lo, uint64_t hi) const;
+  // The same into `out` (cleared first): no heap allocation for a range of up to 4 pieces.
+  using FewPieces = absl::InlinedVector<ProvenancePiece, 4>;
+  void GetInto(uint64_t lo, uint64_t hi, FewPieces& out) const;
   // Copies bytes [src, src + bytes) of `from` (this memory or another rank's) to [dst, ...):
   // their provenance, and the known words among them.
   void CopyFrom(const ShadowMemory& from, uint64_t src, uint64_t dst, uint64_t bytes);
 
   // The 8-byte word at `addr` now holds `value`, written by the host or a flag kernel.
   void StoreWord(uint64_t addr, uint64_t value);
+  // Assign(addr, addr + 8, origin, 0) then StoreWord(addr, value): a flag kernel's store. A word
+  // stored before (a flag stored again) is updated in place.
+  void AssignWord(uint64_t addr, uint64_t value, uint64_t origin);
   // The word at `addr`, when known (see the file comment).
   std::optional<uint64_t> LoadWord(uint64_t addr) const;
 

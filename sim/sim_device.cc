@@ -426,7 +426,7 @@ absl::StatusOr<EventId> SimDevice::CreateEvent(int rank) {
     return absl::InvalidArgumentError(
         absl::StrFormat("create event: rank is %d; ranks are 0..%d", rank, world_ - 1));
   }
-  events_.push_back(Event{rank, 0, 0, {}, {}, {}});
+  events_.emplace_back().rank = rank;
   return EventId(static_cast<int32_t>(events_.size() - 1));
 }
 
@@ -454,6 +454,18 @@ absl::Status SimDevice::Enqueue(StreamId s, Op op, std::string_view label) {
     capture_->ops.push_back(CapturedOp{s, std::move(op), std::string(label)});
     return absl::OkStatus();
   }
+  return EnqueueInterned(s, std::move(op), InternLabel(label));
+}
+
+absl::Status SimDevice::EnqueueEventOp(StreamId s, Op op, const char* verb, int32_t& label) {
+  if (capture_ != nullptr) {
+    return Enqueue(s, std::move(op), absl::StrCat(verb, " ev", op.event.value()));
+  }
+  if (label < 0) label = InternLabel(absl::StrCat(verb, " ev", op.event.value()));
+  return EnqueueInterned(s, std::move(op), label);
+}
+
+absl::Status SimDevice::EnqueueInterned(StreamId s, Op op, int32_t label) {
   op.id = first_op_id_ + static_cast<int64_t>(op_labels_.size());
   int64_t context = -1;
   if (!context_.empty()) {
@@ -463,7 +475,7 @@ absl::Status SimDevice::Enqueue(StreamId s, Op op, std::string_view label) {
     }
     context = first_context_ + static_cast<int64_t>(contexts_.size()) - 1;
   }
-  op_labels_.push_back(OpLabel{streams_[s.value()].rank, s, context, InternLabel(label)});
+  op_labels_.push_back(OpLabel{streams_[s.value()].rank, s, context, label});
   while (static_cast<int64_t>(op_labels_.size()) > kOpLabelWindow) {
     op_labels_.pop_front();
     ++first_op_id_;
@@ -499,7 +511,7 @@ absl::Status SimDevice::RecordEvent(EventId event, StreamId stream) {
   op.event = event;
   if (capture_ == nullptr)
     op.event_seq = ++events_[event.value()].records;  // at launch when captured
-  return Enqueue(stream, std::move(op), absl::StrCat("record ev", event.value()));
+  return EnqueueEventOp(stream, std::move(op), "record", events_[event.value()].record_label);
 }
 
 absl::Status SimDevice::WaitEvent(StreamId stream, EventId event) {
@@ -518,8 +530,17 @@ absl::Status SimDevice::WaitEvent(StreamId stream, EventId event) {
   op.event = event;
   op.event_seq =
       events_[event.value()].records;  // CUDA semantics: the latest record at enqueue time
-  if (op.event_seq > 0) ++events_[event.value()].waiting[op.event_seq];
-  return Enqueue(stream, std::move(op), absl::StrCat("wait ev", event.value()));
+  if (op.event_seq > 0) {
+    auto& waiting = events_[event.value()].waiting;  // by record number, the latest last
+    auto w = std::lower_bound(waiting.begin(), waiting.end(), op.event_seq,
+                              [](const auto& entry, uint64_t seq) { return entry.first < seq; });
+    if (w != waiting.end() && w->first == op.event_seq) {
+      ++w->second;
+    } else {
+      waiting.insert(w, {op.event_seq, 1});
+    }
+  }
+  return EnqueueEventOp(stream, std::move(op), "wait", events_[event.value()].wait_label);
 }
 
 absl::Status SimDevice::Copy(StreamId stream, const MemRef& dst_view, const MemRef& src_view,
@@ -558,9 +579,8 @@ absl::Status SimDevice::Reduce(StreamId stream, DType dtype, const Operand& dst,
   op.dst_operand = dst;
   op.terms.assign(terms.begin(), terms.end());
   op.elems = elems;
-  std::vector<Operand*> operands = {&op.dst_operand};
-  for (Operand& t : op.terms) operands.push_back(&t);
-  for (Operand* o : operands) {
+  for (size_t i = 0; i <= op.terms.size(); ++i) {
+    Operand* o = i == 0 ? &op.dst_operand : &op.terms[i - 1];
     if (o->mem.rank != rank) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "reduce '%s': an operand is on rank %d; kernels on rank %d read and write only its "
@@ -677,8 +697,7 @@ void SimDevice::StoreU64(const MemRef& m, uint64_t v) {
 }
 
 void SimDevice::ShadowStoreU64(const MemRef& m, uint64_t v) {
-  shadow_[m.rank].Assign(m.addr, m.addr + 8, MakeOrigin({kWordTag, v}), 0);
-  shadow_[m.rank].StoreWord(m.addr, v);
+  shadow_[m.rank].AssignWord(m.addr, v, MakeOrigin({kWordTag, v}));
 }
 
 void SimDevice::ShadowCopy(const Op& op) {
@@ -688,11 +707,12 @@ void SimDevice::ShadowCopy(const Op& op) {
 // A kernel's output is a function of its inputs' contents and of what it computes, never of where
 // they are: its origin mixes the operation with every term's provenance.
 void SimDevice::ShadowReduce(const Op& op) {
-  std::vector<uint64_t> mix = {kReduceTag, static_cast<uint64_t>(op.dtype),
-                               static_cast<uint64_t>(op.dst_operand.codec),
-                               static_cast<uint64_t>(op.elems), op.terms.size()};
+  absl::InlinedVector<uint64_t, 32> mix = {kReduceTag, static_cast<uint64_t>(op.dtype),
+                                           static_cast<uint64_t>(op.dst_operand.codec),
+                                           static_cast<uint64_t>(op.elems), op.terms.size()};
+  ShadowMemory::FewPieces p;
   for (const Operand& t : op.terms) {
-    const Provenance p = shadow_[t.mem.rank].Get(t.mem.addr, t.mem.end());
+    shadow_[t.mem.rank].GetInto(t.mem.addr, t.mem.end(), p);
     mix.push_back(static_cast<uint64_t>(t.codec));
     mix.push_back(p.size());
     for (const ProvenancePiece& piece : p) {
@@ -722,9 +742,20 @@ bool SimDevice::Ready(Stream& /*s*/, Op& op) {
 }
 
 int32_t SimDevice::InternLabel(std::string_view label) {
+  // The entry for this address: the top bits of the address times a large odd number.
+  SeenLabel& seen =
+      seen_labels_[(reinterpret_cast<uintptr_t>(label.data()) * uint64_t{0x9e3779b97f4a7c15}) >>
+                   (64 - kSeenLabelBits)];
+  if (seen.id >= 0 && seen.data == label.data() && seen.size == label.size() &&
+      labels_[seen.id] == label) {
+    return seen.id;
+  }
   // absl's own string_view type (Debian builds absl without std::string_view).
   auto it = label_ids_.find(absl::string_view(label.data(), label.size()));
-  if (it != label_ids_.end()) return it->second;
+  if (it != label_ids_.end()) {
+    seen = SeenLabel{label.data(), label.size(), it->second};
+    return it->second;
+  }
   if (labels_.size() >= kMaxInternedLabels) {
     // More distinct labels than any run uses; describe the rest alike rather than grow.
     label = "(label not kept: too many distinct labels)";
@@ -736,13 +767,23 @@ int32_t SimDevice::InternLabel(std::string_view label) {
   labels_.emplace_back(label);
   const int32_t id = static_cast<int32_t>(labels_.size() - 1);
   label_ids_.emplace(std::string(label), id);
+  seen = SeenLabel{label.data(), label.size(), id};
   return id;
 }
 
 void SimDevice::PruneEventClocks(Event& e) {
-  for (auto it = e.clocks.begin(); it != e.clocks.end() && it->first < e.completed;) {
-    it = e.waiting.count(it->first) > 0 ? std::next(it) : e.clocks.erase(it);
-  }
+  const auto waited = [&e](uint64_t seq) {
+    return std::any_of(e.waiting.begin(), e.waiting.end(),
+                       [seq](const auto& w) { return w.first == seq; });
+  };
+  const auto first_kept = std::find_if(e.clocks.begin(), e.clocks.end(), [&](const auto& c) {
+    return c.first < e.completed && !waited(c.first);
+  });
+  if (first_kept == e.clocks.end()) return;  // nothing to drop (the usual case)
+  e.clocks.erase(
+      std::remove_if(first_kept, e.clocks.end(),
+                     [&](const auto& c) { return c.first < e.completed && !waited(c.first); }),
+      e.clocks.end());
 }
 
 std::string SimDevice::OpText(const OpLabel& l) const {
@@ -902,21 +943,35 @@ void SimDevice::Execute(StreamId sid, Op& op) {
       break;
     case OpKind::kWaitFlag:
     case OpKind::kWaitValue:
-      s.clock.Join(flag_clocks_[{op.src.rank, op.src.addr}]);  // acquire
+      if (auto f = flag_clocks_.find({op.src.rank, op.src.addr}); f != flag_clocks_.end()) {
+        s.clock.Join(f->second);  // acquire
+      }
       break;
     case OpKind::kRecord: {
       Event& e = events_[op.event.value()];
       e.completed = std::max(e.completed, op.event_seq);
-      e.clocks[op.event_seq] = s.clock;
+      const auto at =
+          std::lower_bound(e.clocks.begin(), e.clocks.end(), op.event_seq,
+                           [](const auto& entry, uint64_t seq) { return entry.first < seq; });
+      if (at != e.clocks.end() && at->first == op.event_seq) {
+        at->second = s.clock;
+      } else {
+        e.clocks.insert(at, {op.event_seq, s.clock});
+      }
       PruneEventClocks(e);
       break;
     }
     case OpKind::kWaitEvent:
       if (op.event_seq > 0) {
         Event& e = events_[op.event.value()];
-        s.clock.Join(e.clocks[op.event_seq]);
-        if (auto w = e.waiting.find(op.event_seq); w != e.waiting.end() && --w->second == 0) {
-          e.waiting.erase(w);
+        for (const auto& [seq, clock] : e.clocks) {
+          if (seq == op.event_seq) s.clock.Join(clock);
+        }
+        for (auto w = e.waiting.begin(); w != e.waiting.end(); ++w) {
+          if (w->first == op.event_seq) {
+            if (--w->second == 0) e.waiting.erase(w);
+            break;
+          }
         }
         PruneEventClocks(e);
       }

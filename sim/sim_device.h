@@ -30,10 +30,13 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
 #include "dmalab/device.h"
 #include "dmalab/provenance.h"
 #include "dmalab/sim.h"
 #include "sim/address_reservations.h"
+#include "sim/fifo.h"
 #include "sim/finding.h"
 #include "sim/ipc_table.h"
 #include "sim/race_checker.h"
@@ -184,16 +187,21 @@ class SimDevice : public Device {
     int rank;
     StreamKind kind;
     std::string name;
-    std::deque<Op> queue;
+    Fifo<Op> queue;
     VectorClock clock;
   };
   struct Event {
     int rank;
-    uint64_t records = 0;                    // records enqueued so far
-    uint64_t completed = 0;                  // latest record executed
-    std::map<uint64_t, VectorClock> clocks;  // per executed record still needed by a wait
-    std::map<uint64_t, int> waiting;         // pending waits per record number
-    std::set<int> openers;                   // peers that opened it through an IPC handle
+    uint64_t records = 0;    // records enqueued so far
+    uint64_t completed = 0;  // latest record executed
+    // Per executed record still needed by a wait, and pending waits per record number; both
+    // by record number. Few at a time (pruned as records and waits run): small sorted vectors.
+    absl::InlinedVector<std::pair<uint64_t, VectorClock>, 2> clocks;
+    absl::InlinedVector<std::pair<uint64_t, int>, 2> waiting;
+    std::set<int> openers;  // peers that opened it through an IPC handle
+    // The labels of its records and waits ("record evN", "wait evN"), interned at first use.
+    int32_t record_label = -1;
+    int32_t wait_label = -1;
   };
   // Drops the clocks of records no wait can still read: older than the latest executed record
   // (later waits name a later one) and not named by a pending wait. Keeps memory flat.
@@ -240,6 +248,10 @@ class SimDevice : public Device {
   absl::Status CheckValueFlag(StreamId stream, MemRef& flag, std::string_view what,
                               std::string_view label);
   absl::Status Enqueue(StreamId s, Op op, std::string_view label);
+  // Outside a capture: with the label already interned.
+  absl::Status EnqueueInterned(StreamId s, Op op, int32_t label);
+  // RecordEvent and WaitEvent: "record evN" or "wait evN", interned once per event.
+  absl::Status EnqueueEventOp(StreamId s, Op op, const char* verb, int32_t& label);
   int Timeline(StreamId s) const { return s.value() + 1; }
   bool Ready(Stream& s, Op& op);
   // Executes ready operations, the seed picking among them, until none is ready.
@@ -284,7 +296,8 @@ class SimDevice : public Device {
   std::vector<StreamId> compute_streams_;
   std::vector<Event> events_;
   VectorClock host_clock_;
-  std::map<std::pair<int, uint64_t>, VectorClock> flag_clocks_;  // (rank, addr) -> released
+  absl::flat_hash_map<std::pair<int, uint64_t>, VectorClock>
+      flag_clocks_;  // (rank, addr) -> released
   RaceChecker races_;
   FindingLog findings_;
   std::string context_;
@@ -307,9 +320,17 @@ class SimDevice : public Device {
   int64_t first_context_ = 0;
   bool context_stored_ = false;  // context_ is contexts_.back()
   std::vector<std::string> labels_;
-  absl::flat_hash_map<std::string, int32_t>
-      label_ids_;             // labels_ by text (hashed: one lookup per op)
-  std::set<uint64_t> freed_;  // allocations whose free has executed
+  absl::flat_hash_map<std::string, int32_t> label_ids_;  // labels_ by text
+  // The label ids last seen at a few addresses: callers pass the same strings again and again (a
+  // cached plan's labels), so a label whose address and text match an entry needs no hashing.
+  struct SeenLabel {
+    const char* data = nullptr;
+    size_t size = 0;
+    int32_t id = -1;
+  };
+  static constexpr int kSeenLabelBits = 12;  // a plan of 8 ranks passes about 600 label strings
+  std::vector<SeenLabel> seen_labels_ = std::vector<SeenLabel>(size_t{1} << kSeenLabelBits);
+  absl::flat_hash_set<uint64_t> freed_;  // allocations whose free has executed
   int64_t ops_executed_ = 0;
   int64_t pending_ = 0;
   std::unique_ptr<TimingModel> timing_;  // null: no topology, nothing timed

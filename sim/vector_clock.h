@@ -16,7 +16,8 @@
 #include <atomic>
 #include <cstdint>
 #include <utility>
-#include <vector>
+
+#include "absl/container/inlined_vector.h"
 
 #ifdef __SSE2__
 #include <emmintrin.h>
@@ -48,7 +49,7 @@ class VectorClock {
     return rep_ != nullptr && timeline < static_cast<int>(rep_->c.size()) ? rep_->c[timeline] : 0;
   }
   void Tick(int timeline) {
-    std::vector<uint32_t>& c = Own(timeline + 1);
+    Components& c = Own(timeline + 1);
     ++c[timeline];
   }
   // Component-wise maximum: everything `other` has seen, this has now seen.
@@ -70,10 +71,12 @@ class VectorClock {
  private:
   static constexpr size_t kPad = 8;  // components are stored in multiples of this
   static constexpr uint64_t kAbsorbed = 64;
+  // Inline up to 48 timelines (8 ranks of 5 streams and the host): one allocation per copy.
+  using Components = absl::InlinedVector<uint32_t, 48>;
   struct Rep {
     int64_t refs = 1;
     uint64_t id = 0;  // changes whenever c does
-    std::vector<uint32_t> c;
+    Components c;
     // Ids of representations these contents cover, at id % kAbsorbed (a cache: a miss joins).
     std::array<uint64_t, kAbsorbed> absorbed = {};
     bool Covered(uint64_t other) const { return absorbed[other % kAbsorbed] == other; }
@@ -101,15 +104,15 @@ class VectorClock {
     return last.fetch_add(1, std::memory_order_relaxed) + 1;
   }
   // Whether no component of o exceeds this clock's (joining would change nothing).
-  bool Covers(const std::vector<uint32_t>& o) const {
-    const std::vector<uint32_t>& c = rep_->c;
+  bool Covers(const Components& o) const {
+    const Components& c = rep_->c;
     for (size_t i = 0; i < o.size(); ++i) {
       if (o[i] > (i < c.size() ? c[i] : 0)) return false;
     }
     return true;
   }
   // The components, about to change: unshared first, at least `size` of them, a new id.
-  std::vector<uint32_t>& Own(size_t size) {
+  Components& Own(size_t size) {
     if (rep_ == nullptr) {
       rep_ = new Rep;
     } else if (rep_->refs > 1) {

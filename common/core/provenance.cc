@@ -58,7 +58,7 @@ uint64_t ProvenanceDigest(const Provenance& provenance) {
                                    words.size() * sizeof(uint64_t)));
 }
 
-uint64_t MakeOrigin(const std::vector<uint64_t>& values) {
+uint64_t MakeOrigin(absl::Span<const uint64_t> values) {
   const uint64_t h = Xxh64(absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(values.data()),
                                                values.size() * sizeof(uint64_t)),
                            /*seed=*/0x5ead0f1e1dull);

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/core/status_macros.h"
@@ -322,8 +323,7 @@ absl::Status DmaAllReduce::Run(const RingPlan& plan, absl::Span<const TensorView
           s = device_->Copy(stream, resolve(op.dst), resolve(op.terms[0]), label);
           break;
         case OpKind::kReduce: {
-          std::vector<Operand> terms;
-          terms.reserve(op.terms.size());
+          absl::InlinedVector<Operand, 4> terms;
           for (const Slice& t : op.terms) terms.push_back(Operand{resolve(t), t.codec});
           s = device_->Reduce(stream, plan.dtype, Operand{resolve(op.dst), op.dst.codec}, terms,
                               op.elems, label);

@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/types/span.h"
+
 namespace dmalab {
 
 // Origin 0: bytes nobody wrote since the memory was first handed out.
@@ -45,7 +47,7 @@ uint64_t ProvenanceDigest(const Provenance& provenance);
 
 // Mixes `values` into one origin, never kUnwrittenOrigin: origins of host data and of kernels
 // are made with it from what determines their bytes.
-uint64_t MakeOrigin(const std::vector<uint64_t>& values);
+uint64_t MakeOrigin(absl::Span<const uint64_t> values);
 
 }  // namespace dmalab
 

@@ -2,6 +2,8 @@
 // flag words.
 #include "sim/shadow_memory.h"
 
+#include <random>
+
 #include "gtest/gtest.h"
 
 namespace dmalab {
@@ -68,6 +70,48 @@ TEST(ShadowMemoryTest, CopiesCarryKnownWordsAndOnlyWholeOnes) {
   EXPECT_EQ(dst.LoadWord(800), 7u);
   EXPECT_EQ(dst.LoadWord(808), 9u);
   EXPECT_FALSE(dst.LoadWord(816).has_value());
+}
+
+TEST(ShadowMemoryTest, AssignWordIsAssignThenStoreWord) {
+  // Random stores, data writes and copies on two memories, one storing words with AssignWord and
+  // one with Assign and StoreWord: every byte's provenance and every word read alike throughout.
+  // Few origins and offsets, so that pieces continue one another and merge.
+  std::mt19937_64 rng(7);
+  const auto below = [&rng](uint64_t n) { return rng() % n; };
+  ShadowMemory fused, plain;
+  constexpr uint64_t kBytes = 256;
+  for (int step = 0; step < 4000; ++step) {
+    const uint64_t origin = below(3) + 1;  // 1..3
+    switch (below(4)) {
+      case 0:
+      case 1: {  // a word stored, mostly aligned
+        const uint64_t addr = below(2) == 0 ? below(kBytes / 8) * 8 : below(kBytes - 8);
+        const uint64_t value = below(4);
+        fused.AssignWord(addr, value, origin);
+        plain.Assign(addr, addr + 8, origin, 0);
+        plain.StoreWord(addr, value);
+        break;
+      }
+      case 2: {  // data written over some bytes, possibly continuing a word's piece
+        const uint64_t lo = below(kBytes), hi = lo + 1 + below(std::min<uint64_t>(24, kBytes - lo));
+        const uint64_t offset = below(2) == 0 ? 8 : below(16);
+        fused.Assign(lo, hi, origin, offset);
+        plain.Assign(lo, hi, origin, offset);
+        break;
+      }
+      case 3: {  // a copy within the memory
+        const uint64_t bytes = 1 + below(32), src = below(kBytes - bytes),
+                       dst = below(kBytes - bytes);
+        fused.CopyFrom(fused, src, dst, bytes);
+        plain.CopyFrom(plain, src, dst, bytes);
+        break;
+      }
+    }
+    ASSERT_EQ(fused.Get(0, kBytes), plain.Get(0, kBytes)) << "step " << step;
+    for (uint64_t addr = 0; addr + 8 <= kBytes; ++addr) {
+      ASSERT_EQ(fused.LoadWord(addr), plain.LoadWord(addr)) << "step " << step << " addr " << addr;
+    }
+  }
 }
 
 }  // namespace
