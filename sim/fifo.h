@@ -3,14 +3,13 @@
 // std::deque allocates a node per few large elements, so a simulator enqueuing and running
 // hundreds of thousands of operations spent a tenth of its time in malloc and free. Here the slots
 // are reused: pushing moves into a slot freed by an earlier pop, and the buffer only grows (to
-// twice its size, when full), so a stream in steady state allocates nothing. A popped slot is
-// reset to a default element at once, so what it held (shared clocks, heap parts) is released
-// then, as a deque's pop_front would.
+// twice its size, when full), so a stream in steady state allocates nothing. A popped element
+// stays in its slot until a push moves a new one in (or clear() or the queue's end): what it holds
+// is bounded by the most elements the queue ever held at once.
 #ifndef DMALAB_SIM_FIFO_H_
 #define DMALAB_SIM_FIFO_H_
 
 #include <cstddef>
-#include <memory>
 #include <utility>
 #include <vector>
 
@@ -30,13 +29,13 @@ class Fifo {
     ++size_;
   }
   void pop_front() {
-    std::destroy_at(&slots_[head_]);  // destroyed and built again, not assigned a T()
-    std::construct_at(&slots_[head_]);
     head_ = (head_ + 1) & (slots_.size() - 1);
     --size_;
   }
+  // Empty, and every element destroyed.
   void clear() {
-    while (!empty()) pop_front();
+    slots_.clear();
+    head_ = size_ = 0;
   }
 
  private:

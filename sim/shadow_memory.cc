@@ -21,16 +21,22 @@ void ShadowMemory::Split(uint64_t at) {
   pieces_.emplace_hint(std::next(it), at, tail);
 }
 
-void ShadowMemory::MergeWithPrevious(uint64_t at) {
-  auto it = pieces_.find(at);
-  if (it == pieces_.end() || it == pieces_.begin()) return;
-  auto prev = std::prev(it);
-  if (prev->second.end != at || prev->second.origin != it->second.origin ||
-      prev->second.origin_offset + (at - prev->first) != it->second.origin_offset) {
-    return;
+bool ShadowMemory::Continues(const PieceMap::const_iterator& prev,
+                             const PieceMap::const_iterator& next) {
+  return prev->second.end == next->first && prev->second.origin == next->second.origin &&
+         prev->second.origin_offset + (next->first - prev->first) == next->second.origin_offset;
+}
+
+void ShadowMemory::MergeAround(PieceMap::iterator it) {
+  if (auto next = std::next(it); next != pieces_.end() && Continues(it, next)) {
+    it->second.end = next->second.end;
+    it = std::prev(pieces_.erase(next));  // an erase may move entries: found again
   }
-  prev->second.end = it->second.end;
-  pieces_.erase(it);
+  if (it == pieces_.begin()) return;
+  if (auto prev = std::prev(it); Continues(prev, it)) {
+    prev->second.end = it->second.end;
+    pieces_.erase(it);
+  }
 }
 
 void ShadowMemory::Assign(uint64_t lo, uint64_t hi, uint64_t origin, uint64_t origin_offset) {
@@ -41,16 +47,14 @@ void ShadowMemory::Assign(uint64_t lo, uint64_t hi, uint64_t origin, uint64_t or
       origin != kUnwrittenOrigin && it != pieces_.end() && it->second.end == hi) {
     it->second.origin = origin;
     it->second.origin_offset = origin_offset;
-    MergeWithPrevious(hi);
-    MergeWithPrevious(lo);
+    MergeAround(it);
     return;
   }
   Split(lo);
   Split(hi);
   pieces_.erase(pieces_.lower_bound(lo), pieces_.lower_bound(hi));
-  if (origin != kUnwrittenOrigin) pieces_.emplace(lo, Piece{hi, origin, origin_offset});
-  MergeWithPrevious(hi);
-  MergeWithPrevious(lo);
+  if (origin == kUnwrittenOrigin) return;  // a gap: nothing to merge (gaps are never pieces)
+  MergeAround(pieces_.emplace(lo, Piece{hi, origin, origin_offset}).first);
 }
 
 template <typename Pieces>
@@ -127,9 +131,7 @@ void ShadowMemory::AssignWord(uint64_t addr, uint64_t value, uint64_t origin) {
   word->second = value;
   piece->second.origin = origin;
   piece->second.origin_offset = 0;
-  // As Assign: the piece may continue its predecessor, or the next piece continue it.
-  MergeWithPrevious(end);
-  MergeWithPrevious(addr);
+  MergeAround(piece);  // as Assign
 }
 
 std::optional<uint64_t> ShadowMemory::LoadWord(uint64_t addr) const {

@@ -52,12 +52,15 @@ class ShadowMemory {
   void Collect(uint64_t lo, uint64_t hi, Pieces& out) const;
   // Cuts the piece containing `at` (if any) so that a piece starts at `at`.
   void Split(uint64_t at);
-  // Merges the piece starting at `at` with its predecessor when it continues it.
-  void MergeWithPrevious(uint64_t at);
+  using PieceMap = absl::btree_map<uint64_t, Piece>;
+  // Whether `next` continues `prev`: adjacent, and the same origin's bytes in order.
+  static bool Continues(const PieceMap::const_iterator& prev, const PieceMap::const_iterator& next);
+  // Merges the piece at `it`, just written, with the pieces beside it where they continue.
+  void MergeAround(PieceMap::iterator it);
   void ForgetWords(uint64_t lo, uint64_t hi);
 
   // B-trees: flag waits look words up at every scheduling step.
-  absl::btree_map<uint64_t, Piece> pieces_;  // by start; gaps were never written
+  PieceMap pieces_;  // by start; gaps were never written
   absl::btree_map<uint64_t, uint64_t> words_;
 };
 

@@ -122,8 +122,8 @@ class StreamBits {
   }
   // The k-th member (from 0) in stream order; k is below the number of members.
   size_t Nth(uint64_t k) const {
-    size_t w = 0;
-    for (; k >= static_cast<uint64_t>(std::popcount(words_[w])); ++w) {
+    size_t w = 0;  // the last word holds the rest: no count needed (up to 64 streams: none)
+    for (; w + 1 < words_.size() && k >= static_cast<uint64_t>(std::popcount(words_[w])); ++w) {
       k -= static_cast<uint64_t>(std::popcount(words_[w]));
     }
     uint64_t bits = words_[w];
@@ -430,7 +430,7 @@ absl::StatusOr<EventId> SimDevice::CreateEvent(int rank) {
   return EventId(static_cast<int32_t>(events_.size() - 1));
 }
 
-absl::Status SimDevice::Enqueue(StreamId s, Op op, std::string_view label) {
+absl::Status SimDevice::Enqueue(StreamId s, Op&& op, std::string_view label) {
   if (capture_ != nullptr) {
     if (op.kind == OpKind::kRecord) capture_->recorded.insert(op.event);
     const auto reserved = [](const MemRef& m) {
@@ -457,7 +457,7 @@ absl::Status SimDevice::Enqueue(StreamId s, Op op, std::string_view label) {
   return EnqueueInterned(s, std::move(op), InternLabel(label));
 }
 
-absl::Status SimDevice::EnqueueEventOp(StreamId s, Op op, const char* verb, int32_t& label) {
+absl::Status SimDevice::EnqueueEventOp(StreamId s, Op&& op, const char* verb, int32_t& label) {
   if (capture_ != nullptr) {
     return Enqueue(s, std::move(op), absl::StrCat(verb, " ev", op.event.value()));
   }
@@ -465,7 +465,7 @@ absl::Status SimDevice::EnqueueEventOp(StreamId s, Op op, const char* verb, int3
   return EnqueueInterned(s, std::move(op), label);
 }
 
-absl::Status SimDevice::EnqueueInterned(StreamId s, Op op, int32_t label) {
+absl::Status SimDevice::EnqueueInterned(StreamId s, Op&& op, int32_t label) {
   op.id = first_op_id_ + static_cast<int64_t>(op_labels_.size());
   int64_t context = -1;
   if (!context_.empty()) {
@@ -1013,15 +1013,19 @@ void SimDevice::RunReady() {
   // asked again, in stream order as all were, so the seed draws the same choice from the same
   // ready streams.
   const size_t n = streams_.size();
-  StreamBits is_ready(n), ask(n), waits_flag(n), waits_event(n);
+  StreamBits is_ready(n), ask(n), waits_event(n);
   for (size_t i = 0; i < n; ++i) ask.Set(i);
-  std::vector<MemRef> flag(n);    // the word a flag-waiting front reads
+  // Flag-waiting fronts by the rank of the word they read (most writes reach no waited word).
+  std::vector<StreamBits> waits_flag_on(world_, StreamBits(n));
+  std::vector<MemRef> flag(n);  // the word a flag-waiting front reads
+  std::vector<bool> waits_flag(n, false);
   std::vector<EventId> event(n);  // the event an event-waiting front waits for
   uint64_t ready_count = 0;
   const auto written = [&](const MemRef& w) {  // flag waits reading w are asked again
-    for (size_t i = waits_flag.Next(0); i < n; i = waits_flag.Next(i + 1)) {
+    const StreamBits& waiters = waits_flag_on[w.rank];
+    for (size_t i = waiters.Next(0); i < n; i = waiters.Next(i + 1)) {
       const MemRef& f = flag[i];
-      if (f.rank == w.rank && f.addr < w.end() && w.addr < f.end()) ask.Set(i);
+      if (f.addr < w.end() && w.addr < f.end()) ask.Set(i);
     }
   };
   while (pending_ > 0) {
@@ -1032,7 +1036,10 @@ void SimDevice::RunReady() {
       Stream& s = streams_[i];
       ready_count -= is_ready.Test(i);
       is_ready.Clear(i);
-      waits_flag.Clear(i);
+      if (waits_flag[i]) {
+        waits_flag_on[flag[i].rank].Clear(i);
+        waits_flag[i] = false;
+      }
       waits_event.Clear(i);
       if (s.queue.empty()) continue;
       Op& op = s.queue.front();
@@ -1042,8 +1049,9 @@ void SimDevice::RunReady() {
         ++ready_count;
       }
       if (op.kind == OpKind::kWaitFlag || op.kind == OpKind::kWaitValue) {
-        waits_flag.Set(i);
+        waits_flag[i] = true;
         flag[i] = op.src;
+        waits_flag_on[op.src.rank].Set(i);
       }
       if (op.kind == OpKind::kWaitEvent) {
         waits_event.Set(i);

@@ -247,11 +247,11 @@ class SimDevice : public Device {
   // The stream exists and `flag` is a valid 8-byte word, for WriteValue and WaitValue.
   absl::Status CheckValueFlag(StreamId stream, MemRef& flag, std::string_view what,
                               std::string_view label);
-  absl::Status Enqueue(StreamId s, Op op, std::string_view label);
+  absl::Status Enqueue(StreamId s, Op&& op, std::string_view label);
   // Outside a capture: with the label already interned.
-  absl::Status EnqueueInterned(StreamId s, Op op, int32_t label);
+  absl::Status EnqueueInterned(StreamId s, Op&& op, int32_t label);
   // RecordEvent and WaitEvent: "record evN" or "wait evN", interned once per event.
-  absl::Status EnqueueEventOp(StreamId s, Op op, const char* verb, int32_t& label);
+  absl::Status EnqueueEventOp(StreamId s, Op&& op, const char* verb, int32_t& label);
   int Timeline(StreamId s) const { return s.value() + 1; }
   bool Ready(Stream& s, Op& op);
   // Executes ready operations, the seed picking among them, until none is ready.

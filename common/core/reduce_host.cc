@@ -1,7 +1,7 @@
 #include "common/core/reduce_host.h"
 
 #include <cstring>
-#include <string_view>
+#include <string>
 
 #include "absl/strings/str_format.h"
 #include "common/core/codec.h"
@@ -127,10 +127,16 @@ DMALAB_AVX512_TARGET void ReduceChunksAvx512(DType dtype, uint8_t* dst, Codec ds
 }
 #endif
 
-// Checks what ReduceHost can do with one operand (`what` names it in the error).
+// "dst" for -1, else "terms[i]": an operand's name in an error (made only for an error).
+std::string OperandName(int term) {
+  return term < 0 ? std::string("dst") : absl::StrFormat("terms[%d]", term);
+}
+
+// Checks what ReduceHost can do with one operand (`term` names it in the error: OperandName).
 absl::Status CheckHostOperand(DType dtype, Codec codec, const uint8_t* data, const uint8_t* dst,
-                              Codec dst_codec, int64_t elems, std::string_view what) {
+                              Codec dst_codec, int64_t elems, int term) {
   if (codec != Codec::kPlain && (dtype != DType::kBF16 || elems % kCodecBlockElems != 0)) {
+    const std::string what = OperandName(term);
     return absl::InvalidArgumentError(
         absl::StrFormat("reduce: %s has codec %s with dtype %s and %d elems; block codecs need "
                         "bf16 and elems divisible by 128",
@@ -138,6 +144,7 @@ absl::Status CheckHostOperand(DType dtype, Codec codec, const uint8_t* data, con
   }
   // Chunk by chunk in place is only correct when both sides share one layout.
   if (data == dst && codec != dst_codec) {
+    const std::string what = OperandName(term);
     return absl::InvalidArgumentError(
         absl::StrFormat("reduce: %s aliases dst with codec %s, dst has codec %s; an aliased term "
                         "must have dst's codec",
@@ -154,28 +161,31 @@ absl::Status ValidateReduce(DType dtype, const Operand& dst, absl::Span<const Op
   if (elems <= 0) {
     return absl::InvalidArgumentError(absl::StrFormat("reduce: elems is %d; must be > 0", elems));
   }
-  auto check = [&](const Operand& op, std::string_view what) -> absl::Status {
+  auto check = [&](const Operand& op, int term) -> absl::Status {
     if (op.codec != Codec::kPlain && dtype != DType::kBF16) {
+      const std::string what = OperandName(term);
       return absl::InvalidArgumentError(
           absl::StrFormat("reduce: %s has codec %s with dtype %s; block codecs need bf16", what,
                           CodecName(op.codec), DTypeName(dtype)));
     }
     if (op.codec != Codec::kPlain && elems % 128 != 0) {
+      const std::string what = OperandName(term);
       return absl::InvalidArgumentError(
           absl::StrFormat("reduce: %s has codec %s and elems is %d; must be divisible by 128", what,
                           CodecName(op.codec), elems));
     }
     const uint64_t need = EncodedBytes(op.codec, dtype, elems);
     if (op.mem.bytes != need) {
+      const std::string what = OperandName(term);
       return absl::InvalidArgumentError(
           absl::StrFormat("reduce: %s is %d bytes; %d elems of %s as %s need %d", what,
                           op.mem.bytes, elems, DTypeName(dtype), CodecName(op.codec), need));
     }
     return absl::OkStatus();
   };
-  DMALAB_RETURN_IF_ERROR(check(dst, "dst"));
+  DMALAB_RETURN_IF_ERROR(check(dst, -1));
   for (size_t i = 0; i < terms.size(); ++i) {
-    DMALAB_RETURN_IF_ERROR(check(terms[i], absl::StrFormat("terms[%d]", i)));
+    DMALAB_RETURN_IF_ERROR(check(terms[i], static_cast<int>(i)));
     // ReduceHost's rule, checked at enqueue so that a device never runs a reduce it cannot do.
     if (terms[i].mem.rank == dst.mem.rank && terms[i].mem.addr == dst.mem.addr &&
         terms[i].codec != dst.codec) {
@@ -191,10 +201,10 @@ absl::Status ValidateReduce(DType dtype, const Operand& dst, absl::Span<const Op
 absl::Status ReduceHost(DType dtype, uint8_t* dst, Codec dst_codec,
                         absl::Span<const HostOperand> terms, int64_t elems) {
   if (terms.empty()) return absl::InvalidArgumentError("reduce: terms is empty; need at least 1");
-  DMALAB_RETURN_IF_ERROR(CheckHostOperand(dtype, dst_codec, dst, dst, dst_codec, elems, "dst"));
+  DMALAB_RETURN_IF_ERROR(CheckHostOperand(dtype, dst_codec, dst, dst, dst_codec, elems, -1));
   for (size_t i = 0; i < terms.size(); ++i) {
     DMALAB_RETURN_IF_ERROR(CheckHostOperand(dtype, terms[i].codec, terms[i].data, dst, dst_codec,
-                                            elems, absl::StrFormat("terms[%d]", i)));
+                                            elems, static_cast<int>(i)));
   }
 #ifdef DMALAB_HOST_AVX512
   if (HostHasAvx512()) {
