@@ -102,41 +102,6 @@ void ReduceBytes(std::vector<SimMemory>& memory, DType dtype, const Operand& dst
   }
 }
 
-// A set of streams (Synchronize's bookkeeping), as bits.
-class StreamBits {
- public:
-  explicit StreamBits(size_t n) : n_(n), words_((n + 63) / 64, 0) {}
-  void Set(size_t i) { words_[i / 64] |= Bit(i); }
-  void Clear(size_t i) { words_[i / 64] &= ~Bit(i); }
-  bool Test(size_t i) const { return (words_[i / 64] & Bit(i)) != 0; }
-  // The first member at or after `from`; n when there is none.
-  size_t Next(size_t from) const {
-    if (from >= n_) return n_;
-    size_t w = from / 64;
-    uint64_t bits = words_[w] & (~uint64_t{0} << (from % 64));
-    while (bits == 0) {
-      if (++w == words_.size()) return n_;
-      bits = words_[w];
-    }
-    return w * 64 + static_cast<size_t>(std::countr_zero(bits));
-  }
-  // The k-th member (from 0) in stream order; k is below the number of members.
-  size_t Nth(uint64_t k) const {
-    size_t w = 0;  // the last word holds the rest: no count needed (up to 64 streams: none)
-    for (; w + 1 < words_.size() && k >= static_cast<uint64_t>(std::popcount(words_[w])); ++w) {
-      k -= static_cast<uint64_t>(std::popcount(words_[w]));
-    }
-    uint64_t bits = words_[w];
-    for (; k > 0; --k) bits &= bits - 1;
-    return w * 64 + static_cast<size_t>(std::countr_zero(bits));
-  }
-
- private:
-  static uint64_t Bit(size_t i) { return uint64_t{1} << (i % 64); }
-  size_t n_;
-  std::vector<uint64_t> words_;
-};
-
 }  // namespace
 
 std::string_view FidelityName(Fidelity fidelity) { return kFidelities.Name(fidelity); }
@@ -772,18 +737,14 @@ int32_t SimDevice::InternLabel(std::string_view label) {
 }
 
 void SimDevice::PruneEventClocks(Event& e) {
+  // Sorted by record number: none to drop when the oldest is not older than the latest executed.
+  if (e.clocks.empty() || e.clocks.front().first >= e.completed) return;
   const auto waited = [&e](uint64_t seq) {
     return std::any_of(e.waiting.begin(), e.waiting.end(),
                        [seq](const auto& w) { return w.first == seq; });
   };
-  const auto first_kept = std::find_if(e.clocks.begin(), e.clocks.end(), [&](const auto& c) {
-    return c.first < e.completed && !waited(c.first);
-  });
-  if (first_kept == e.clocks.end()) return;  // nothing to drop (the usual case)
-  e.clocks.erase(
-      std::remove_if(first_kept, e.clocks.end(),
-                     [&](const auto& c) { return c.first < e.completed && !waited(c.first); }),
-      e.clocks.end());
+  const auto dropped = [&](const auto& c) { return c.first < e.completed && !waited(c.first); };
+  e.clocks.erase(std::remove_if(e.clocks.begin(), e.clocks.end(), dropped), e.clocks.end());
 }
 
 std::string SimDevice::OpText(const OpLabel& l) const {
@@ -1013,13 +974,23 @@ void SimDevice::RunReady() {
   // asked again, in stream order as all were, so the seed draws the same choice from the same
   // ready streams.
   const size_t n = streams_.size();
-  StreamBits is_ready(n), ask(n), waits_event(n);
+  // Kept between calls: no allocation per synchronization.
+  StreamBits& is_ready = scheduling_.is_ready;
+  StreamBits& ask = scheduling_.ask;
+  StreamBits& waits_event = scheduling_.waits_event;
+  std::vector<StreamBits>& waits_flag_on = scheduling_.waits_flag_on;
+  std::vector<MemRef>& flag = scheduling_.flag;
+  std::vector<char>& waits_flag = scheduling_.waits_flag;
+  std::vector<EventId>& event = scheduling_.event;
+  is_ready.Reset(n);
+  ask.Reset(n);
+  waits_event.Reset(n);
+  waits_flag_on.resize(world_);
+  for (StreamBits& on_rank : waits_flag_on) on_rank.Reset(n);
+  flag.resize(n);
+  waits_flag.assign(n, 0);
+  event.resize(n);
   for (size_t i = 0; i < n; ++i) ask.Set(i);
-  // Flag-waiting fronts by the rank of the word they read (most writes reach no waited word).
-  std::vector<StreamBits> waits_flag_on(world_, StreamBits(n));
-  std::vector<MemRef> flag(n);  // the word a flag-waiting front reads
-  std::vector<bool> waits_flag(n, false);
-  std::vector<EventId> event(n);  // the event an event-waiting front waits for
   uint64_t ready_count = 0;
   const auto written = [&](const MemRef& w) {  // flag waits reading w are asked again
     const StreamBits& waiters = waits_flag_on[w.rank];
@@ -1038,7 +1009,7 @@ void SimDevice::RunReady() {
       is_ready.Clear(i);
       if (waits_flag[i]) {
         waits_flag_on[flag[i].rank].Clear(i);
-        waits_flag[i] = false;
+        waits_flag[i] = 0;
       }
       waits_event.Clear(i);
       if (s.queue.empty()) continue;
@@ -1049,7 +1020,7 @@ void SimDevice::RunReady() {
         ++ready_count;
       }
       if (op.kind == OpKind::kWaitFlag || op.kind == OpKind::kWaitValue) {
-        waits_flag[i] = true;
+        waits_flag[i] = 1;
         flag[i] = op.src;
         waits_flag_on[op.src.rank].Set(i);
       }

@@ -42,6 +42,7 @@
 #include "sim/race_checker.h"
 #include "sim/shadow_memory.h"
 #include "sim/sim_memory.h"
+#include "sim/stream_bits.h"
 #include "sim/timing_model.h"
 #include "sim/topology.h"
 #include "sim/vector_clock.h"
@@ -256,6 +257,17 @@ class SimDevice : public Device {
   bool Ready(Stream& s, Op& op);
   // Executes ready operations, the seed picking among them, until none is ready.
   void RunReady();
+  // RunReady's bookkeeping, kept between calls (see RunReady).
+  struct Scheduling {
+    StreamBits is_ready, ask, waits_event;
+    // Streams whose front waits on a flag word, by the rank of the word (most writes reach no
+    // waited word: only the waits on the written rank are looked at).
+    std::vector<StreamBits> waits_flag_on;
+    std::vector<MemRef> flag;      // the word a flag-waiting front reads
+    std::vector<char> waits_flag;  // whether the front waits on a flag
+    std::vector<EventId> event;    // the event an event-waiting front waits for
+  };
+  Scheduling scheduling_;
   // Before host access: completes all work (Synchronize), or, for one rank's host thread
   // (WriteRank, ReadRank), what can run now.
   absl::Status CompleteForHost();

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -32,6 +33,11 @@ struct ResultAlias {
 // Every pair of live results whose byte intervals overlap on the same rank (never compares
 // start addresses alone), in input order.
 std::vector<ResultAlias> FindResultAliases(absl::Span<const LiveResult> live);
+
+// The pairs (i, j), i < j, of `ranges` that share bytes on one rank, ordered by i then j (the
+// order of comparing each range with every later one). Sorted by address and swept: O(n log n)
+// plus the pairs found.
+std::vector<std::pair<size_t, size_t>> OverlappingPairs(absl::Span<const MemRef> ranges);
 
 // Reads each rank's tensor back and reports the ranks whose bytes differ from rank 0's
 // (empty: all ranks bit-identical).

@@ -1108,16 +1108,24 @@ void Replayer::Release(std::string name, bool at_end, const std::vector<int>& ra
 }
 
 void Replayer::CheckAliases() {
-  std::vector<LiveResult> live;
+  // Every live tensor's bytes on every rank it lives on (as FindResultAliases, without copying
+  // the views: this runs after every step).
+  std::vector<MemRef> ranges;
+  std::vector<const std::string*> names;
   for (const auto& [name, t] : live_) {
     for (int rank = 0; rank < s_.world; ++rank) {
-      if (t.on[rank]) live.push_back({name, t.views[rank]});
+      if (!t.on[rank]) continue;
+      ranges.push_back(t.views[rank].mem.Slice(0, t.views[rank].bytes()));
+      names.push_back(&name);
     }
   }
   // One finding per pair of tensors while they stay live together, naming every rank.
   std::map<std::pair<std::string, std::string>, std::vector<ResultAlias>> pairs;
-  for (const ResultAlias& a : FindResultAliases(live)) {
-    if (a.first == a.second) continue;
+  for (const auto& [i, j] : OverlappingPairs(ranges)) {
+    if (*names[i] == *names[j]) continue;
+    const ResultAlias a{*names[i], *names[j], ranges[i].rank,
+                        std::max(ranges[i].addr, ranges[j].addr),
+                        std::min(ranges[i].end(), ranges[j].end())};
     const auto key = std::minmax(a.first, a.second);
     pairs[{key.first, key.second}].push_back(a);
   }
