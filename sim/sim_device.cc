@@ -166,6 +166,10 @@ absl::Status SimDevice::CheckMem(MemRef& m, std::string_view what) {
     return absl::InvalidArgumentError(
         absl::StrFormat("%s is on rank %d; ranks are 0..%d", what, m.rank, world_ - 1));
   }
+  // The usual view: inside a live allocation of its rank (never in a window), nothing to resolve.
+  if (m.alloc_id != 0 && memory_[m.rank].InsideLive(m.alloc_id, m.addr, m.bytes)) {
+    return absl::OkStatus();
+  }
   if (AddressReservations::InWindow(m.rank, m.addr)) return ResolveReserved(m, what);
   if (IpcTable::InWindow(m.rank, m.addr)) return ResolveMapping(m, what);
   if (const int owner = SimMemory::RankOfAddress(m.addr, world_); owner >= 0 && owner != m.rank) {
@@ -815,6 +819,8 @@ void SimDevice::CheckLifetime(int64_t op_id, const MemRef& m) {
   // Through an IPC mapping the owner's allocation was checked when the op was enqueued (a stale
   // mapping); a free that runs unordered with the op is a race.
   if (m.alloc_id == 0 || m.via_mapping != 0) return;
+  // The usual case: a live allocation (its free not even enqueued), the view inside it.
+  if (memory_[m.rank].InsideLive(m.alloc_id, m.addr, m.bytes)) return;
   const AllocationInfo* a = memory_[m.rank].Find(m.alloc_id);
   if (a == nullptr) {
     if (memory_[m.rank].FreedLongAgo(m.alloc_id)) {

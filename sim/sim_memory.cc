@@ -160,6 +160,7 @@ absl::Status SimMemory::Free(const MemRef& m, std::string_view context) {
   }
   AllocationInfo& info = allocations_.at(m.alloc_id);
   info.live = false;
+  live_bounds_.fill(LiveBounds{});
   live_bytes_ -= info.bytes;
   --live_count_;
   info.freed_by = std::string(context);
@@ -391,6 +392,16 @@ std::string SimMemory::Holdings() const {
 const AllocationInfo* SimMemory::Find(uint64_t id) const {
   auto it = allocations_.find(id);
   return it == allocations_.end() ? nullptr : &it->second;
+}
+
+bool SimMemory::InsideLive(uint64_t id, uint64_t addr, uint64_t bytes) const {
+  LiveBounds& known = live_bounds_[id % live_bounds_.size()];
+  if (known.id != id || id == 0) {
+    const AllocationInfo* a = Find(id);
+    if (a == nullptr || !a->live) return false;
+    known = LiveBounds{id, a->addr, a->addr + a->bytes};
+  }
+  return addr >= known.lo && addr <= known.hi && bytes <= known.hi - addr;
 }
 
 bool SimMemory::FreedLongAgo(uint64_t id) const {

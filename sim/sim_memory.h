@@ -15,6 +15,7 @@
 #ifndef DMALAB_SIM_SIM_MEMORY_H_
 #define DMALAB_SIM_SIM_MEMORY_H_
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -91,6 +92,10 @@ class SimMemory {
   // The allocation `id` of this rank, live or freed; null for an id this rank never handed
   // out, and for one freed so long ago that its record was dropped (FreedLongAgo).
   const AllocationInfo* Find(uint64_t id) const;
+  // Whether [addr, addr + bytes) lies inside live allocation `id` of this rank (then it also
+  // lies inside device memory: CheckRange holds). The question the simulator asks of every view
+  // an operation names, so the last answers are remembered (by id, until a free).
+  bool InsideLive(uint64_t id, uint64_t addr, uint64_t bytes) const;
   // Whether `id` is an allocation of this rank whose record was dropped: only the records of
   // the last kFreedRecordsKept frees are kept, so memory stays flat in the number of calls.
   bool FreedLongAgo(uint64_t id) const;
@@ -196,6 +201,11 @@ class SimMemory {
   size_t freed_next_ = 0;
   std::vector<uint64_t> dropped_;
   int64_t live_count_ = 0;
+  // InsideLive's last answers: live allocations' bounds by id % size. Emptied by every free.
+  struct LiveBounds {
+    uint64_t id = 0, lo = 0, hi = 0;
+  };
+  mutable std::array<LiveBounds, 16> live_bounds_{};
 };
 
 }  // namespace dmalab

@@ -32,6 +32,28 @@ std::vector<uint8_t> ReadBack(SimMemory& m, uint64_t addr, uint64_t bytes) {
   return std::vector<uint8_t>(*p, *p + bytes);
 }
 
+TEST(SimMemoryInsideLiveTest, AViewIsInsideItsLiveAllocationUntilTheFree) {
+  SimMemory m(/*rank=*/1, /*world=*/2, /*with_payload=*/false);
+  absl::StatusOr<MemRef> a = m.Allocate(1000, "a");
+  absl::StatusOr<MemRef> b = m.Allocate(64, "b");
+  ASSERT_TRUE(a.ok() && b.ok());
+  for (int pass = 0; pass < 2; ++pass) {  // the second pass is answered from what it remembers
+    EXPECT_TRUE(m.InsideLive(a->alloc_id, a->addr, 1000));
+    EXPECT_TRUE(m.InsideLive(a->alloc_id, a->addr + 999, 1));
+    EXPECT_TRUE(m.InsideLive(a->alloc_id, a->addr + 1000, 0));
+    EXPECT_FALSE(m.InsideLive(a->alloc_id, a->addr + 999, 2));  // one byte past the end
+    EXPECT_FALSE(m.InsideLive(a->alloc_id, a->addr - 1, 1));
+    EXPECT_FALSE(m.InsideLive(a->alloc_id, a->addr + 8, ~uint64_t{0}));  // no wrap-around
+    EXPECT_FALSE(m.InsideLive(b->alloc_id, a->addr, 8));                 // a's bytes, b's id
+    EXPECT_TRUE(m.InsideLive(b->alloc_id, b->addr, 64));
+  }
+  EXPECT_FALSE(m.InsideLive(0, a->addr, 8));
+  EXPECT_FALSE(m.InsideLive(a->alloc_id + 1, a->addr, 8));  // an id rank 1 never handed out
+  ASSERT_TRUE(m.Free(*a, "test").ok());
+  EXPECT_FALSE(m.InsideLive(a->alloc_id, a->addr, 8));
+  EXPECT_TRUE(m.InsideLive(b->alloc_id, b->addr, 64));
+}
+
 TEST(SimMemoryLimitsTest, TwoToThe62BytesIsRefusedNamingSizeRankAndHoldings) {
   for (bool payload : {true, false}) {
     SimMemory m(/*rank=*/2, /*world=*/4, payload);
