@@ -395,7 +395,9 @@ const AllocationInfo* SimMemory::Find(uint64_t id) const {
 }
 
 bool SimMemory::InsideLive(uint64_t id, uint64_t addr, uint64_t bytes) const {
-  LiveBounds& known = live_bounds_[id % live_bounds_.size()];
+  // A rank's ids step by the world size: spread by the top bits of id times a large odd number.
+  static_assert(std::tuple_size_v<decltype(live_bounds_)> == 16);
+  LiveBounds& known = live_bounds_[(id * uint64_t{0x9e3779b97f4a7c15}) >> 60];
   if (known.id != id || id == 0) {
     const AllocationInfo* a = Find(id);
     if (a == nullptr || !a->live) return false;

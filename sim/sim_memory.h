@@ -201,7 +201,8 @@ class SimMemory {
   size_t freed_next_ = 0;
   std::vector<uint64_t> dropped_;
   int64_t live_count_ = 0;
-  // InsideLive's last answers: live allocations' bounds by id % size. Emptied by every free.
+  // InsideLive's last answers: live allocations' bounds, by a hash of the id. Emptied by every
+  // free.
   struct LiveBounds {
     uint64_t id = 0, lo = 0, hi = 0;
   };
