@@ -1,4 +1,5 @@
-// A first-in first-out queue on one ring buffer: a stream's queued operations (sim/sim_device.h).
+// A first-in first-out queue on one ring buffer: a stream's queued operations, and the labels of
+// the latest operations (sim/sim_device.h).
 //
 // std::deque allocates a node per few large elements, so a simulator enqueuing and running
 // hundreds of thousands of operations spent a tenth of its time in malloc and free. Here the slots
@@ -22,6 +23,8 @@ class Fifo {
   size_t size() const { return size_; }
   T& front() { return slots_[head_]; }
   const T& front() const { return slots_[head_]; }
+  // The i-th element from the front; i is below size().
+  const T& operator[](size_t i) const { return slots_[(head_ + i) & (slots_.size() - 1)]; }
 
   void push_back(T&& value) {
     if (size_ == slots_.size()) Grow();

@@ -1,5 +1,6 @@
 #include "sim/shadow_memory.h"
 
+#include <algorithm>
 #include <iterator>
 #include <utility>
 
@@ -108,10 +109,16 @@ void ShadowMemory::CopyFrom(const ShadowMemory& from, uint64_t src, uint64_t dst
   for (const ProvenancePiece& p : pieces) {
     Assign(dst + p.offset, dst + p.offset + p.bytes, p.origin, p.origin_offset);
   }
-  for (const auto& [addr, value] : words) words_[addr] = value;
+  for (const auto& [addr, value] : words) KeepWord(addr, value);
 }
 
-void ShadowMemory::StoreWord(uint64_t addr, uint64_t value) { words_[addr] = value; }
+void ShadowMemory::StoreWord(uint64_t addr, uint64_t value) { KeepWord(addr, value); }
+
+void ShadowMemory::KeepWord(uint64_t addr, uint64_t value) {
+  words_[addr] = value;
+  words_lo_ = std::min(words_lo_, addr);
+  words_hi_ = std::max(words_hi_, addr + 8);
+}
 
 void ShadowMemory::AssignWord(uint64_t addr, uint64_t value, uint64_t origin) {
   const uint64_t end = addr + 8;
@@ -125,7 +132,7 @@ void ShadowMemory::AssignWord(uint64_t addr, uint64_t value, uint64_t origin) {
                         (std::next(word) == words_.end() || std::next(word)->first >= end);
   if (!in_place) {
     Assign(addr, end, origin, 0);
-    words_[addr] = value;
+    KeepWord(addr, value);
     return;
   }
   word->second = value;
@@ -144,6 +151,7 @@ std::optional<uint64_t> ShadowMemory::LoadWord(uint64_t addr) const {
 }
 
 void ShadowMemory::ForgetWords(uint64_t lo, uint64_t hi) {
+  if (hi <= words_lo_ || lo >= words_hi_) return;  // no word was ever kept there
   // A word overlapping the range from below starts at most 7 bytes before it.
   auto first = words_.lower_bound(lo >= 7 ? lo - 7 : 0);
   if (first == words_.end() || first->first >= hi) return;  // none (the usual case)

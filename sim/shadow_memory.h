@@ -58,10 +58,15 @@ class ShadowMemory {
   // Merges the piece at `it`, just written, with the pieces beside it where they continue.
   void MergeAround(PieceMap::iterator it);
   void ForgetWords(uint64_t lo, uint64_t hi);
+  // words_[addr] = value, widening [words_lo_, words_hi_).
+  void KeepWord(uint64_t addr, uint64_t value);
 
   // B-trees: flag waits look words up at every scheduling step.
   PieceMap pieces_;  // by start; gaps were never written
   absl::btree_map<uint64_t, uint64_t> words_;
+  // Bytes every word ever kept lies in (never narrowed): most writes fall outside, and need not
+  // look for words to forget.
+  uint64_t words_lo_ = ~uint64_t{0}, words_hi_ = 0;
 };
 
 }  // namespace dmalab

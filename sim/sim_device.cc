@@ -435,6 +435,10 @@ absl::Status SimDevice::EnqueueEventOp(StreamId s, Op&& op, const char* verb, in
 }
 
 absl::Status SimDevice::EnqueueInterned(StreamId s, Op&& op, int32_t label) {
+  if (static_cast<int64_t>(op_labels_.size()) == kOpLabelWindow) {  // the oldest is forgotten
+    op_labels_.pop_front();
+    ++first_op_id_;
+  }
   op.id = first_op_id_ + static_cast<int64_t>(op_labels_.size());
   int64_t context = -1;
   if (!context_.empty()) {
@@ -445,10 +449,6 @@ absl::Status SimDevice::EnqueueInterned(StreamId s, Op&& op, int32_t label) {
     context = first_context_ + static_cast<int64_t>(contexts_.size()) - 1;
   }
   op_labels_.push_back(OpLabel{streams_[s.value()].rank, s, context, label});
-  while (static_cast<int64_t>(op_labels_.size()) > kOpLabelWindow) {
-    op_labels_.pop_front();
-    ++first_op_id_;
-  }
   // Contexts older than the oldest kept op's are no longer needed (the current one always is).
   const int64_t oldest = op_labels_.front().context;
   while (oldest >= 0 && first_context_ < oldest && contexts_.size() > 1) {

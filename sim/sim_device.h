@@ -156,7 +156,7 @@ class SimDevice : public Device {
                                  uint64_t piece_bytes, PieceConsumer consume) override;
 
  private:
-  enum class OpKind {
+  enum class OpKind : uint8_t {
     kCopy,
     kReduce,
     kSignal,
@@ -168,21 +168,22 @@ class SimDevice : public Device {
     kFree
   };
   struct Op {
+    // What scheduling reads of every front first, together (Ready, RunReady).
     OpKind kind = OpKind::kCopy;
-    int64_t id = 0;          // index into op_labels_
-    VectorClock host_clock;  // the host's clock at enqueue: host work before it happened first
-    MemRef dst, src;         // copy; flags: dst = counter/expected, src = flag word
-    DType dtype = DType::kBF16;
-    Operand dst_operand;
-    std::vector<Operand> terms;
-    int64_t elems = 0;
+    bool wait_armed = false;
+    bool deferred = false;  // captured with operands in reserved ranges: resolved at each launch
     EventId event;
     uint64_t event_seq = 0;    // kRecord: this record's number; kWaitEvent: the one waited for
     uint64_t wait_target = 0;  // kWaitFlag: set on the first attempt; kWaitValue, kWriteValue: the
                                // immediate value
-    bool wait_armed = false;
-    double host_us = 0;     // timing: host clock at enqueue
-    bool deferred = false;  // captured with operands in reserved ranges: resolved at each launch
+    MemRef dst, src;           // copy; flags: dst = counter/expected, src = flag word
+    int64_t id = 0;            // index into op_labels_
+    VectorClock host_clock;  // the host's clock at enqueue: host work before it happened first
+    DType dtype = DType::kBF16;
+    Operand dst_operand;
+    std::vector<Operand> terms;
+    int64_t elems = 0;
+    double host_us = 0;  // timing: host clock at enqueue
   };
   struct Stream {
     int rank;
@@ -326,7 +327,7 @@ class SimDevice : public Device {
   };
   int32_t InternLabel(std::string_view label);
   std::string OpText(const OpLabel& l) const;  // context and label
-  std::deque<OpLabel> op_labels_;              // ops first_op_id_, first_op_id_ + 1, ...
+  Fifo<OpLabel> op_labels_;                    // ops first_op_id_, first_op_id_ + 1, ...
   int64_t first_op_id_ = 0;
   std::deque<std::string> contexts_;  // contexts first_context_, ...
   int64_t first_context_ = 0;
