@@ -722,7 +722,7 @@ int32_t SimDevice::InternLabel(std::string_view label) {
   // absl's own string_view type (Debian builds absl without std::string_view).
   auto it = label_ids_.find(absl::string_view(label.data(), label.size()));
   if (it != label_ids_.end()) {
-    seen = SeenLabel{label.data(), label.size(), it->second};
+    seen = SeenLabel{label.data(), static_cast<uint32_t>(label.size()), it->second};
     return it->second;
   }
   if (labels_.size() >= kMaxInternedLabels) {
@@ -736,7 +736,7 @@ int32_t SimDevice::InternLabel(std::string_view label) {
   labels_.emplace_back(label);
   const int32_t id = static_cast<int32_t>(labels_.size() - 1);
   label_ids_.emplace(std::string(label), id);
-  seen = SeenLabel{label.data(), label.size(), id};
+  seen = SeenLabel{label.data(), static_cast<uint32_t>(label.size()), id};
   return id;
 }
 

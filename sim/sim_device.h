@@ -336,9 +336,9 @@ class SimDevice : public Device {
   absl::flat_hash_map<std::string, int32_t> label_ids_;  // labels_ by text
   // The label ids last seen at a few addresses: callers pass the same strings again and again (a
   // cached plan's labels), so a label whose address and text match an entry needs no hashing.
-  struct SeenLabel {
+  struct SeenLabel {  // 16 bytes: the whole table is 64 KiB
     const char* data = nullptr;
-    size_t size = 0;
+    uint32_t size = 0;
     int32_t id = -1;
   };
   static constexpr int kSeenLabelBits = 12;  // a plan of 8 ranks passes about 600 label strings
