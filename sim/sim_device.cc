@@ -1043,9 +1043,10 @@ void SimDevice::RunReady() {
     if (op.kind == OpKind::kCopy || op.kind == OpKind::kSignal) written(op.dst);
     if (op.kind == OpKind::kSignal || op.kind == OpKind::kWriteValue) written(op.src);
     if (op.kind == OpKind::kReduce) written(op.dst_operand.mem);
-    for (size_t i = waits_event.Next(0); op.kind == OpKind::kRecord && i < n;
-         i = waits_event.Next(i + 1)) {
-      if (event[i] == op.event) ask.Set(i);
+    if (op.kind == OpKind::kRecord) {
+      for (size_t i = waits_event.Next(0); i < n; i = waits_event.Next(i + 1)) {
+        if (event[i] == op.event) ask.Set(i);
+      }
     }
     streams_[pick].queue.pop_front();
     ask.Set(pick);

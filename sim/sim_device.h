@@ -178,7 +178,7 @@ class SimDevice : public Device {
                                // immediate value
     MemRef dst, src;           // copy; flags: dst = counter/expected, src = flag word
     int64_t id = 0;            // index into op_labels_
-    VectorClock host_clock;  // the host's clock at enqueue: host work before it happened first
+    VectorClock host_clock;    // the host's clock at enqueue: host work before it happened first
     DType dtype = DType::kBF16;
     Operand dst_operand;
     std::vector<Operand> terms;

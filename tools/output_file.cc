@@ -70,8 +70,10 @@ absl::Status WriteOutputFile(const std::string& path, absl::Span<const std::stri
         target = real;
         std::free(real);
       }
-    } else if (::lstat(path.c_str(), &st) == 0) {
-      return WriteInPlace(path, parts);  // a dangling link: create what it names, as asked
+    } else if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+      // A dangling link: create what it names, as asked. A file there now was renamed in by a
+      // concurrent writer since the stat: it is replaced, never truncated and written in place.
+      return WriteInPlace(path, parts);
     }
   } else if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
     // Only a file or a link is ever replaced: never a device, a pipe or a folder.
