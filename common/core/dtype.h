@@ -59,6 +59,15 @@ inline float LoadAsFloat(DType t, const void* base, int64_t i) {
   return 0.0f;
 }
 
+// How many of the `elems` elements of type t at `base` are not finite (infinity or NaN: every
+// exponent bit set), and the index of the first (-1 when none). Reads the bits and converts
+// nothing, so the scan runs at memory speed: the replay checks every element of every output.
+struct NonFiniteCount {
+  int64_t count = 0;
+  int64_t first = -1;
+};
+NonFiniteCount CountNonFinite(DType t, const void* base, int64_t elems);
+
 // Rounds v to type t and stores it as element i.
 inline void StoreFromFloat(DType t, void* base, int64_t i, float v) {
   switch (t) {

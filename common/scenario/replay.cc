@@ -840,12 +840,12 @@ absl::Status Replayer::CheckOutput(AllReduceRecord rec, LiveTensor& out) {
       }
     }
     if (check_finite) {
+      const NonFiniteCount found = CountNonFinite(dtype, piece.data(), elems);
       ValueCheck& n = non_finite[rank];
-      for (int64_t i = 0; i < elems; ++i) {
-        const float got = LoadAsFloat(dtype, piece.data(), i);
-        if (std::isfinite(got)) continue;
-        if (n.count++ == 0) n = ValueCheck{1, first + i, got, 0};
+      if (found.count > 0 && n.count == 0) {
+        n = ValueCheck{0, first + found.first, LoadAsFloat(dtype, piece.data(), found.first), 0};
       }
+      n.count += found.count;
     }
     return absl::OkStatus();
   };

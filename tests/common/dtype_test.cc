@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -72,6 +73,36 @@ TEST(FP16Test, EveryPatternRoundTrips) {
     if (std::isnan(f)) continue;
     EXPECT_EQ(FloatToFP16(f), h) << h;
   }
+}
+
+TEST(CountNonFiniteTest, CountsWhatConvertingSaysIsNotFinite) {
+  // Every bf16 and fp16 pattern, and fp32 patterns around the exponent's edges, against
+  // std::isfinite of the widened value.
+  for (DType t : {DType::kBF16, DType::kFP16}) {
+    std::vector<uint16_t> all(65536);
+    for (uint32_t h = 0; h < 65536; ++h) all[h] = static_cast<uint16_t>(h);
+    int64_t count = 0, first = -1;
+    for (int64_t i = 0; i < 65536; ++i) {
+      if (std::isfinite(LoadAsFloat(t, all.data(), i))) continue;
+      if (count++ == 0) first = i;
+    }
+    const NonFiniteCount got = CountNonFinite(t, all.data(), 65536);
+    EXPECT_EQ(got.count, count) << DTypeName(t);
+    EXPECT_EQ(got.first, first) << DTypeName(t);
+  }
+  const std::vector<float> f32 = {1.0f,
+                                  -0.0f,
+                                  std::numeric_limits<float>::max(),
+                                  std::numeric_limits<float>::denorm_min(),
+                                  std::numeric_limits<float>::infinity(),
+                                  -std::numeric_limits<float>::infinity(),
+                                  std::numeric_limits<float>::quiet_NaN(),
+                                  -2.5f};
+  const NonFiniteCount got = CountNonFinite(DType::kFP32, f32.data(), 8);
+  EXPECT_EQ(got.count, 3);
+  EXPECT_EQ(got.first, 4);
+  EXPECT_EQ(CountNonFinite(DType::kFP32, f32.data(), 4).count, 0);
+  EXPECT_EQ(CountNonFinite(DType::kFP32, f32.data(), 4).first, -1);
 }
 
 }  // namespace
