@@ -1,12 +1,11 @@
 // RunSweepCommand (tools/sweep_command.h): argument parsing, the backend, the table, the files.
 #include "tools/sweep_command.h"
 
-#include <unistd.h>
-
 #include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <memory>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -24,6 +23,7 @@
 #include "sim/topology.h"
 #include "tools/command.h"
 #include "tools/exit_status.h"
+#include "tools/process_names.h"
 #include "tools/progress.h"
 
 namespace dmalab {
@@ -64,17 +64,20 @@ std::string LocalTime() {
   return text;
 }
 
-// The "# Using devices" lines: this process and host for every rank; the GPU (its CUDA ordinal,
-// PCI address and name) on hardware, the topology's GPU of the rank on the simulator.
+// The "# Using devices" lines: each rank's process and host; the GPU (its CUDA ordinal, PCI
+// address and name) on hardware, the topology's GPU of the rank on the simulator.
 absl::Status DescribeDevices(const SweepCommand& c, const Topology& topology,
-                             SweepContext& context) {
-  char host[256] = "";
-  if (gethostname(host, sizeof(host) - 1) != 0) std::snprintf(host, sizeof(host), "unknown");
+                             RankProcessDevice* rank_process, SweepContext& context) {
+  std::vector<ProcessName> names(c.ranks, ThisProcessName());
+  if (rank_process != nullptr) {  // --procs: every rank is its own process
+    DMALAB_ASSIGN_OR_RETURN(names, GatherProcessNames(*rank_process->process()->bootstrap(),
+                                                      rank_process->rank(), names[0]));
+  }
   for (int r = 0; r < c.ranks; ++r) {
     SweepRankDevice d;
     d.rank = r;
-    d.pid = static_cast<int>(getpid());
-    d.host = host;
+    d.pid = names[r].pid;
+    d.host = names[r].host;
     if (c.backend == "sim") {
       d.device = topology.rank_gpus[r];
       d.bus_id = "sim";
@@ -174,7 +177,7 @@ absl::StatusOr<int> Execute(const SweepCommand& c, const SweepNcclJsonOption& nc
   context.gpus = c.backend == "sim" ? topology.gpus : c.gpus;
   context.args = nccl.args;
   context.start_time = LocalTime();
-  DMALAB_RETURN_IF_ERROR(DescribeDevices(c, topology, context));
+  DMALAB_RETURN_IF_ERROR(DescribeDevices(c, topology, rank_process.get(), context));
 
   // Refusals before the table header, so that a refused sweep prints nothing on stdout.
   DMALAB_RETURN_IF_ERROR(CheckSweepOptions(options, *dev));

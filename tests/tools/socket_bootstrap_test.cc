@@ -16,13 +16,16 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
+#include "tools/process_names.h"
 
 namespace dmalab {
 namespace {
@@ -191,6 +194,46 @@ TEST_P(ExactRoundsTest, EveryByteArrives) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Worlds, ExactRoundsTest, testing::Values(1, 2, 4, 8));
+
+// As `sweep --procs` names its ranks' processes: each rank process contributes its own pid and
+// host (tools/process_names.h), and every rank gets all of them by rank. A rank sends back its own
+// pid, then every rank's as gathered: "<own> <pid of rank 0> ... <pid of rank W-1>".
+TEST(SocketBootstrapTest, RankProcessesGatherEachOthersPidAndHost) {
+  constexpr int kWorld = 4;
+  const std::string address = FreshAddress();
+  const ProcessName parent = ThisProcessName();
+  const std::vector<RankReport> reports = RunRanks(kWorld, [&](int rank) -> std::string {
+    absl::StatusOr<std::unique_ptr<SocketBootstrap>> b =
+        SocketBootstrap::Connect(Options(rank, kWorld, address));
+    if (!b.ok()) return Text(b.status());
+    const ProcessName mine = ThisProcessName();
+    absl::StatusOr<std::vector<ProcessName>> names = GatherProcessNames(**b, rank, mine);
+    if (!names.ok()) return Text(names.status());
+    std::string text = absl::StrFormat("%d", mine.pid);
+    for (const ProcessName& n : *names) {
+      if (n.host != mine.host) return "host " + n.host + " is not " + mine.host;
+      absl::StrAppendFormat(&text, " %d", n.pid);
+    }
+    return text;
+  });
+  std::vector<std::string> own(kWorld);
+  for (int r = 0; r < kWorld; ++r) {
+    ASSERT_EQ(reports[r].exit_code, 0) << "rank " << r;
+    const std::vector<std::string> fields = absl::StrSplit(reports[r].text, ' ');
+    ASSERT_EQ(fields.size(), kWorld + 1u) << "rank " << r << ": " << reports[r].text;
+    own[r] = fields[0];
+    EXPECT_NE(own[r], absl::StrFormat("%d", parent.pid)) << "rank " << r;
+  }
+  for (int r = 0; r < kWorld; ++r) {
+    const std::vector<std::string> fields = absl::StrSplit(reports[r].text, ' ');
+    for (int q = 0; q < kWorld; ++q) {
+      EXPECT_EQ(fields[q + 1], own[q]) << "rank " << r << " names rank " << q;
+      if (q != r) {
+        EXPECT_NE(own[q], own[r]) << "ranks " << q << " and " << r;
+      }
+    }
+  }
+}
 
 TEST(SocketBootstrapTest, FilesystemPathReplacesALeftoverAndIsUnlinkedOnceConnected) {
   char dir[] = "/tmp/dmalab-bootstrap-XXXXXX";
