@@ -1,49 +1,41 @@
-// GatherProcessNames (tools/process_names.h): fixed-size records over the bootstrap.
+// GatherProcessNames (tools/process_names.h): each rank's pid and host in the processes' byte
+// format (common/core/byte_codec.h) over the bootstrap.
 #include "tools/process_names.h"
 
+#include <limits.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <cstring>
-
-#include "absl/types/span.h"
+#include "absl/strings/str_format.h"
+#include "common/core/byte_codec.h"
 #include "common/core/status_macros.h"
 
 namespace dmalab {
-namespace {
-
-// One rank's record on the wire: the pid, the name's length, the name (zero-padded).
-struct Record {
-  int32_t pid;
-  uint16_t host_size;
-  char host[kMaxHostName];
-};
-
-}  // namespace
 
 ProcessName ThisProcessName() {
   ProcessName n;
   n.pid = static_cast<int>(getpid());
-  char host[kMaxHostName + 1] = "";
+  char host[HOST_NAME_MAX + 1] = "";
   n.host = gethostname(host, sizeof(host) - 1) == 0 ? host : "unknown";
   return n;
 }
 
 absl::StatusOr<std::vector<ProcessName>> GatherProcessNames(Bootstrap& bootstrap, int rank,
                                                             const ProcessName& mine) {
-  Record send;
-  std::memset(&send, 0, sizeof(send));  // padding too: the bytes sent are all defined
-  send.pid = static_cast<int32_t>(mine.pid);
-  send.host_size = static_cast<uint16_t>(std::min<size_t>(mine.host.size(), kMaxHostName));
-  std::memcpy(send.host, mine.host.data(), send.host_size);
-  std::vector<Record> recv(bootstrap.world());
-  DMALAB_RETURN_IF_ERROR(bootstrap.AllGather(
-      rank, absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(&send), sizeof(send)),
-      absl::MakeSpan(reinterpret_cast<uint8_t*>(recv.data()), recv.size() * sizeof(Record))));
+  DMALAB_ASSIGN_OR_RETURN(
+      const std::vector<std::string> all,
+      AllGatherBytes(bootstrap, rank, ByteWriter().I64(mine.pid).Str(mine.host).Take()));
   std::vector<ProcessName> names;
-  names.reserve(recv.size());
-  for (const Record& r : recv) {
-    names.push_back({r.pid, std::string(r.host, std::min<size_t>(r.host_size, kMaxHostName))});
+  names.reserve(all.size());
+  for (size_t r = 0; r < all.size(); ++r) {
+    ByteReader in(all[r]);
+    ProcessName n;
+    n.pid = static_cast<int>(in.I64());
+    n.host = in.Str();
+    if (!in.error().empty() || !in.at_end()) {
+      return absl::DataLossError(absl::StrFormat(
+          "rank %d's process name: %s", r, in.error().empty() ? "bytes left over" : in.error()));
+    }
+    names.push_back(std::move(n));
   }
   return names;
 }

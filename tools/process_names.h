@@ -4,7 +4,6 @@
 #ifndef DMALAB_TOOLS_PROCESS_NAMES_H_
 #define DMALAB_TOOLS_PROCESS_NAMES_H_
 
-#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -15,11 +14,8 @@ namespace dmalab {
 
 struct ProcessName {
   int pid = 0;
-  std::string host;  // at most kMaxHostName bytes travel
+  std::string host;
 };
-
-// Longest host name that travels (POSIX HOST_NAME_MAX is 255 on Linux); a longer one is cut.
-inline constexpr int kMaxHostName = 255;
 
 // This process: getpid() and gethostname() ("unknown" when the host has none).
 ProcessName ThisProcessName();

@@ -1,12 +1,37 @@
 #include "common/plugin/bootstrap.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/core/status_macros.h"
 
 namespace dmalab {
+
+absl::StatusOr<std::vector<std::string>> AllGatherBytes(Bootstrap& bootstrap, int rank,
+                                                        std::string_view mine) {
+  const int world = bootstrap.world();
+  const uint64_t size = mine.size();
+  std::vector<uint64_t> sizes(world);
+  DMALAB_RETURN_IF_ERROR(bootstrap.AllGather(
+      rank, absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(&size), sizeof(size)),
+      absl::MakeSpan(reinterpret_cast<uint8_t*>(sizes.data()), sizeof(size) * sizes.size())));
+  const uint64_t most = *std::max_element(sizes.begin(), sizes.end());
+  std::string padded(mine);
+  padded.resize(most);
+  std::vector<uint8_t> all(most * world);
+  DMALAB_RETURN_IF_ERROR(bootstrap.AllGather(
+      rank, absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(padded.data()), most),
+      absl::MakeSpan(all)));
+  std::vector<std::string> out;
+  out.reserve(world);
+  for (int r = 0; r < world; ++r) {
+    out.emplace_back(reinterpret_cast<const char*>(all.data()) + most * r, sizes[r]);
+  }
+  return out;
+}
 
 ThreadBootstrap::ThreadBootstrap(RankThreads* threads)
     : threads_(threads), next_(threads->world(), 0), activity_(threads->world()) {}

@@ -9,9 +9,11 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "common/plugin/rank_threads.h"
 
@@ -27,6 +29,11 @@ class Bootstrap {
                                  absl::Span<uint8_t> recv) = 0;
   virtual absl::Status Barrier(int rank) = 0;
 };
+
+// Every rank's `mine`, by rank, in every rank; the ranks' byte strings may differ in length
+// (their sizes travel first). Every rank of `bootstrap` makes this call at the same point.
+absl::StatusOr<std::vector<std::string>> AllGatherBytes(Bootstrap& bootstrap, int rank,
+                                                        std::string_view mine);
 
 class ThreadBootstrap : public Bootstrap {
  public:

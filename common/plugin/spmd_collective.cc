@@ -275,28 +275,12 @@ absl::Status SpmdCollective::Agree(absl::Status local, std::string_view what) {
                                     plugin_->name, what),
                     s);
   };
-  uint64_t size = blob.size();
-  std::vector<uint64_t> sizes(world);
-  if (absl::Status s =
-          b->AllGather(me, absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(&size), 8),
-                       absl::MakeSpan(reinterpret_cast<uint8_t*>(sizes.data()), 8 * sizes.size()));
-      !s.ok()) {
-    return lost(s);
-  }
-  uint64_t most = 0;
-  for (uint64_t n : sizes) most = std::max(most, n);
-  blob.resize(most);
-  std::vector<uint8_t> all(most * world);
-  if (absl::Status s =
-          b->AllGather(me, absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(blob.data()), most),
-                       absl::MakeSpan(all));
-      !s.ok()) {
-    return lost(s);
-  }
+  absl::StatusOr<std::vector<std::string>> all = AllGatherBytes(*b, me, blob);
+  if (!all.ok()) return lost(all.status());
   findings_.findings.resize(agreed_);
   absl::Status first;
   for (int r = 0; r < world; ++r) {
-    ByteReader in(std::string_view(reinterpret_cast<const char*>(all.data()) + most * r, sizes[r]));
+    ByteReader in((*all)[r]);
     const auto code = static_cast<absl::StatusCode>(in.U64());
     const std::string message = in.Str();
     if (first.ok() && code != absl::StatusCode::kOk) first = absl::Status(code, message);
